@@ -1,0 +1,140 @@
+//! A small MCP server for trying core-agent with nothing installed:
+//! `core-agent demo-server` serves it on stdin/stdout.
+//!
+//! Its tools cover the cases a host must handle: a read-only lookup, a
+//! mutating call, a tool that reports an error, and a large JSON listing.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::schemars::JsonSchema;
+use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::json;
+
+/// How many items `list_inventory` returns.
+pub const INVENTORY_ITEMS: usize = 200;
+
+/// The demo server's state: the notes added this session.
+#[derive(Clone)]
+pub struct DemoServer {
+    notes: Arc<AtomicUsize>,
+    tool_router: ToolRouter<DemoServer>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct LookupArgs {
+    /// The SKU to look up, such as `SKU-0042`.
+    sku: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct NoteArgs {
+    /// The note's text.
+    text: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct DivideArgs {
+    /// The dividend.
+    a: f64,
+    /// The divisor; must not be zero.
+    b: f64,
+}
+
+#[tool_router]
+impl DemoServer {
+    /// A fresh demo server with no notes.
+    pub fn new() -> Self {
+        DemoServer { notes: Arc::new(AtomicUsize::new(0)), tool_router: Self::tool_router() }
+    }
+
+    #[tool(description = "Look up one inventory item by SKU.", annotations(read_only_hint = true))]
+    async fn lookup_item(&self, Parameters(args): Parameters<LookupArgs>) -> CallToolResult {
+        match inventory().into_iter().find(|item| item["sku"] == args.sku.as_str()) {
+            Some(item) => CallToolResult::success(vec![ContentBlock::text(item.to_string())]),
+            None => CallToolResult::error(vec![ContentBlock::text(format!(
+                "no item with SKU `{}`; SKUs run from SKU-0001 to SKU-{INVENTORY_ITEMS:04}",
+                args.sku
+            ))]),
+        }
+    }
+
+    #[tool(
+        description = "List every inventory item with its details (a large JSON document).",
+        annotations(read_only_hint = true)
+    )]
+    async fn list_inventory(&self) -> String {
+        json!({ "items": inventory(), "total": INVENTORY_ITEMS }).to_string()
+    }
+
+    #[tool(
+        description = "Add a note to this session's notebook.",
+        annotations(read_only_hint = false, destructive_hint = false)
+    )]
+    async fn add_note(&self, Parameters(args): Parameters<NoteArgs>) -> String {
+        let n = self.notes.fetch_add(1, Ordering::SeqCst) + 1;
+        format!("saved note #{n}: {}", args.text)
+    }
+
+    #[tool(description = "Divide a by b. Fails when b is zero.", annotations(read_only_hint = true))]
+    async fn divide(&self, Parameters(args): Parameters<DivideArgs>) -> CallToolResult {
+        if args.b == 0.0 {
+            CallToolResult::error(vec![ContentBlock::text("cannot divide by zero; pass a non-zero `b`")])
+        } else {
+            CallToolResult::success(vec![ContentBlock::text((args.a / args.b).to_string())])
+        }
+    }
+}
+
+impl Default for DemoServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for DemoServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("core-agent-demo", env!("CARGO_PKG_VERSION")))
+            .with_instructions("A demo inventory: look items up, list them all, take notes.")
+    }
+}
+
+/// The demo inventory: deterministic, about 60 KB as JSON.
+fn inventory() -> Vec<serde_json::Value> {
+    const COLORS: [&str; 5] = ["red", "green", "blue", "black", "white"];
+    const STATUS: [&str; 3] = ["in_stock", "backordered", "discontinued"];
+    (1..=INVENTORY_ITEMS)
+        .map(|i| {
+            json!({
+                "id": i,
+                "sku": format!("SKU-{i:04}"),
+                "name": format!("Widget {i}"),
+                "status": STATUS[i % STATUS.len()],
+                "color": COLORS[i % COLORS.len()],
+                "price_cents": 199 + (i * 37) % 5000,
+                "stock": (i * 7) % 120,
+                "tags": ["demo", COLORS[i % COLORS.len()]],
+                "description": format!("Widget {i} is a demo item used to show how core-agent handles large tool results."),
+            })
+        })
+        .collect()
+}
+
+/// Serves the demo server on stdin/stdout until the client disconnects.
+pub async fn serve_stdio() -> std::io::Result<()> {
+    let service = DemoServer::new()
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(std::io::Error::other)?;
+    service.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
+}

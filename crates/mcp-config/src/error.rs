@@ -1,0 +1,77 @@
+use std::fmt;
+use std::path::PathBuf;
+
+/// The result type of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A config file exists but could not be read.
+    #[error("{}: cannot read the file: {source}; check its permissions", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A config file is not valid JSON.
+    #[error("{}:{line}:{column}: invalid JSON: {message}; fix the syntax at that position", path.display())]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column of the error.
+        column: usize,
+        /// What the JSON parser said.
+        message: String,
+    },
+    /// One or more files are valid JSON but break the schema.
+    #[error("{}", Problems(problems))]
+    Invalid {
+        /// Every problem found, in file order.
+        problems: Vec<Problem>,
+    },
+}
+
+/// One schema violation: where it is, what is wrong, and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file the problem is in.
+    pub path: PathBuf,
+    /// The server the problem belongs to, when it belongs to one.
+    pub server: Option<String>,
+    /// JSON pointer to the offending value (`/servers/fs/url`).
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.path.display())?;
+        if let Some(server) = &self.server {
+            write!(f, "server `{server}`: ")?;
+        }
+        let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        write!(f, "{pointer}: {}; {}", self.message, self.fix)
+    }
+}
+
+struct Problems<'a>(&'a [Problem]);
+
+impl fmt::Display for Problems<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! A stdio server's process: its own process group, a drained stderr, and
+//! a shutdown that escalates from EOF to SIGTERM to SIGKILL.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::StartError;
+
+/// How many stderr lines are kept for error reports.
+const TAIL_LINES: usize = 20;
+/// Longest stderr line kept, in bytes.
+const TAIL_LINE_BYTES: usize = 512;
+
+/// The last lines a child wrote to stderr.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    fn push(&self, line: String) {
+        if let Ok(mut lines) = self.0.lock() {
+            if lines.len() == TAIL_LINES {
+                lines.pop_front();
+            }
+            lines.push_back(line);
+        }
+    }
+
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.0.lock().map(|l| l.iter().cloned().collect()).unwrap_or_default()
+    }
+}
+
+/// A spawned stdio server.
+#[derive(Debug)]
+pub(crate) struct ChildProcess {
+    child: Child,
+    pid: Option<u32>,
+    pub(crate) stderr: StderrTail,
+}
+
+impl ChildProcess {
+    /// Spawns `command` in a process group of its own with stdin and stdout
+    /// piped for MCP and stderr drained into a tail.
+    pub(crate) fn spawn(
+        server: &str,
+        command: &str,
+        args: &[String],
+        env: &BTreeMap<String, String>,
+    ) -> Result<(ChildProcess, ChildStdout, ChildStdin), StartError> {
+        let mut cmd = Command::new(command);
+        cmd.args(args)
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => StartError::NotFound { command: command.to_owned() },
+            _ => StartError::Spawn { command: command.to_owned(), message: e.to_string() },
+        })?;
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(StartError::Spawn {
+                command: command.to_owned(),
+                message: "stdin or stdout was not piped".to_owned(),
+            });
+        };
+        let tail = StderrTail::default();
+        if let Some(stderr) = child.stderr.take() {
+            let tail = tail.clone();
+            let server = server.to_owned();
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(stderr);
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    match reader.read_until(b'\n', &mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            let text = String::from_utf8_lossy(&buf);
+                            let line = truncate(text.trim_end(), TAIL_LINE_BYTES);
+                            tracing::debug!(target: "core_agent::server_stderr", server = %server, "{line}");
+                            tail.push(line);
+                        }
+                    }
+                }
+            });
+        }
+        let pid = child.id();
+        Ok((ChildProcess { child, pid, stderr: tail }, stdout, stdin))
+    }
+
+    /// The exit status, if the child has exited.
+    pub(crate) fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Waits up to `within` for the child to exit on its own.
+    pub(crate) async fn wait_exit(&mut self, within: Duration) -> Option<String> {
+        match tokio::time::timeout(within, self.child.wait()).await {
+            Ok(Ok(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+
+    /// Stops the child and everything in its process group: a short wait for
+    /// it to exit on stdin EOF (the caller has closed stdin), then SIGTERM,
+    /// then SIGKILL after `grace`. Always reaps the child.
+    pub(crate) async fn terminate(&mut self, grace: Duration) {
+        if self.wait_exit(Duration::from_millis(100)).await.is_none() {
+            self.signal(Signal::SIGTERM);
+            if self.wait_exit(grace).await.is_none() {
+                self.signal(Signal::SIGKILL);
+                let _ = self.child.wait().await;
+            }
+        }
+        // Whatever the leader left behind in its group goes too.
+        self.signal(Signal::SIGKILL);
+    }
+
+    fn signal(&self, signal: Signal) {
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
+            // ESRCH (nothing left in the group) is the good case.
+            let _ = killpg(Pid::from_raw(pid), signal);
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

@@ -1,0 +1,100 @@
+use std::future::Future;
+use std::pin::Pin;
+
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
+use serde_json::{Map, Value};
+
+/// A boxed future, as returned by [`Elicitor::elicit`].
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Answers a server's `elicitation/create` request.
+///
+/// The Host holds one as `Arc<dyn Elicitor>`. The request arrives while a tool
+/// call is in flight; the answer goes back to the server, which then decides
+/// whether the call fails or goes on. An implementation must answer: one that
+/// never resolves stalls that call until its timeout.
+pub trait Elicitor: Send + Sync {
+    /// Answers `request`, which `server` sent.
+    fn elicit<'a>(&'a self, server: &'a str, request: ElicitRequestParams) -> BoxFuture<'a, ElicitResult>;
+}
+
+/// Declines every request. The default for headless hosts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Decline;
+
+impl Elicitor for Decline {
+    fn elicit<'a>(&'a self, _server: &'a str, _request: ElicitRequestParams) -> BoxFuture<'a, ElicitResult> {
+        Box::pin(std::future::ready(ElicitResult::new(ElicitationAction::Decline)))
+    }
+}
+
+/// Accepts every form request with the defaults its schema declares, and
+/// declines URL requests. Useful for tests and unattended runs that trust
+/// the server's defaults.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AcceptDefaults;
+
+impl Elicitor for AcceptDefaults {
+    fn elicit<'a>(&'a self, _server: &'a str, request: ElicitRequestParams) -> BoxFuture<'a, ElicitResult> {
+        let result = match request {
+            ElicitRequestParams::FormElicitationParams { requested_schema, .. } => {
+                let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+                ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(schema_defaults(&schema)))
+            }
+            _ => ElicitResult::new(ElicitationAction::Decline),
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+/// The `default` of every property of an object schema that declares one.
+pub fn schema_defaults(schema: &Value) -> Map<String, Value> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .filter_map(|(name, prop)| prop.get("default").map(|d| (name.clone(), d.clone())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A one-line description of a request, for notices ("form: Please provide…").
+pub fn describe_request(request: &ElicitRequestParams) -> String {
+    match request {
+        ElicitRequestParams::FormElicitationParams { message, .. } => format!("form: {}", one_line(message)),
+        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+            format!("url {url}: {}", one_line(message))
+        }
+        _ => "a request of an unknown kind".to_owned(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 120 {
+        format!("{}…", line.chars().take(120).collect::<String>())
+    } else {
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn defaults_are_taken_from_properties() {
+        let schema = json!({"type": "object", "properties": {
+            "name": {"type": "string", "default": "John"},
+            "age": {"type": "integer", "default": 30},
+            "free": {"type": "string"}
+        }});
+        assert_eq!(Value::Object(schema_defaults(&schema)), json!({"name": "John", "age": 30}));
+        assert!(schema_defaults(&json!({})).is_empty());
+    }
+}

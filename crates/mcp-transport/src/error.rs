@@ -1,0 +1,122 @@
+use std::time::Duration;
+
+/// The result type of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Why a server could not be started.
+///
+/// Each message says what happened in words a person can act on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The stdio `command` does not exist.
+    #[error("command not found: `{command}`; install it or fix `command` (PATH is searched when it has no `/`)")]
+    NotFound {
+        /// The command as configured.
+        command: String,
+    },
+    /// The stdio `command` could not be spawned for another reason.
+    #[error("cannot start `{command}`: {message}")]
+    Spawn {
+        /// The command as configured.
+        command: String,
+        /// The operating system's reason.
+        message: String,
+    },
+    /// The child exited before the handshake finished.
+    #[error("exited during start ({status}){}", stderr_suffix(stderr))]
+    Exited {
+        /// How it exited (`exit status: 1`, `signal: 9`).
+        status: String,
+        /// The last lines it wrote to stderr.
+        stderr: Vec<String>,
+    },
+    /// Start (spawn or connect, initialize, list tools) took too long.
+    #[error("did not finish starting within {}; is the server stuck, or does it need a longer start timeout?", humanize(*after))]
+    Timeout {
+        /// The limit that was hit.
+        after: Duration,
+        /// The last lines a stdio child wrote to stderr.
+        stderr: Vec<String>,
+    },
+    /// The handshake failed (HTTP status, protocol error, connection refused).
+    #[error("initialize failed: {message}{}", stderr_suffix(stderr))]
+    Initialize {
+        /// What went wrong.
+        message: String,
+        /// The last lines a stdio child wrote to stderr.
+        stderr: Vec<String>,
+    },
+    /// The server answered `initialize` but `tools/list` failed.
+    #[error("tools/list failed: {message}")]
+    ListTools {
+        /// What went wrong.
+        message: String,
+    },
+    /// A header name or value cannot be sent over HTTP.
+    #[error("header `{name}` is not a valid HTTP header {part}; fix it in `headers`")]
+    InvalidHeader {
+        /// The header name.
+        name: String,
+        /// `name` or `value`.
+        part: &'static str,
+    },
+    /// The config asks for something this build does not do.
+    #[error("{what} is not supported by this version of core-agent; {fix}")]
+    Unsupported {
+        /// The unsupported feature.
+        what: String,
+        /// What to do instead.
+        fix: String,
+    },
+}
+
+/// Why a tool call failed (as opposed to the tool reporting `isError`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The server is not connected (it failed to start, or was shut down).
+    #[error("server `{server}` is not connected")]
+    NotConnected {
+        /// The server.
+        server: String,
+    },
+    /// The call did not finish in time; the request was cancelled on the server.
+    #[error("`{tool}` on server `{server}` did not answer within {}; the request was cancelled", humanize(*after))]
+    Timeout {
+        /// The server.
+        server: String,
+        /// The server's name for the tool.
+        tool: String,
+        /// The limit that was hit.
+        after: Duration,
+    },
+    /// The server answered with a JSON-RPC error or the connection failed.
+    #[error("`{tool}` on server `{server}` failed: {message}")]
+    Call {
+        /// The server.
+        server: String,
+        /// The server's name for the tool.
+        tool: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+fn stderr_suffix(lines: &[String]) -> String {
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ended with:\n    {}", lines.join("\n    "))
+    }
+}
+
+pub(crate) fn humanize(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{} ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}

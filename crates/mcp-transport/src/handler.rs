@@ -1,0 +1,48 @@
+//! The client side of each connection: capabilities, elicitation and
+//! `tools/list_changed`.
+
+use std::sync::{Arc, RwLock};
+
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ErrorData, Implementation, ProtocolVersion,
+    Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ClientHandler, RoleClient};
+
+use crate::Elicitor;
+
+/// Per-connection client handler.
+pub(crate) struct Handler {
+    pub(crate) server: String,
+    pub(crate) elicitor: Arc<dyn Elicitor>,
+    pub(crate) client_info: Implementation,
+    pub(crate) tools: Arc<RwLock<Vec<Tool>>>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        ClientConfig::new(capabilities, self.client_info.clone())
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(self.elicitor.elicit(&self.server, request).await)
+    }
+
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        match context.peer.list_all_tools().await {
+            Ok(tools) => {
+                if let Ok(mut current) = self.tools.write() {
+                    *current = tools;
+                }
+            }
+            Err(e) => tracing::warn!(server = %self.server, "re-listing tools after list_changed failed: {e}"),
+        }
+    }
+}

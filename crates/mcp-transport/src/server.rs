@@ -1,0 +1,359 @@
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use core_agent_mcp_config::{Env, HttpSpec, Scope, ServerEntry, StdioSpec, Transport};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Implementation, JsonObject, Tool};
+use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{RoleClient, ServiceExt};
+
+use crate::child::ChildProcess;
+use crate::handler::Handler;
+use crate::{Decline, Elicitor, Error, Result, StartError};
+
+/// How servers are started.
+#[derive(Clone)]
+pub struct StartOptions {
+    /// Limit on one server's start: spawn or connect, initialize, list every page of tools.
+    pub timeout: Duration,
+    /// How long a stdio child gets between SIGTERM and SIGKILL at shutdown.
+    pub kill_grace: Duration,
+    /// Answers servers' elicitation requests.
+    pub elicitor: Arc<dyn Elicitor>,
+    /// The `clientInfo` sent in `initialize`.
+    pub client_name: String,
+    /// The `clientInfo` version.
+    pub client_version: String,
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions {
+            timeout: Duration::from_secs(30),
+            kill_grace: Duration::from_secs(3),
+            elicitor: Arc::new(Decline),
+            client_name: "core-agent".to_owned(),
+            client_version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// Whether a server came up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Initialized and its tools listed.
+    Connected,
+    /// It failed to start; see [`Server::error`].
+    Error,
+}
+
+impl Status {
+    /// `"connected"` or `"error"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Connected => "connected",
+            Status::Error => "error",
+        }
+    }
+}
+
+/// A connection to one configured server, or the reason there is none.
+pub struct Server {
+    name: String,
+    scope: Scope,
+    transport: &'static str,
+    elapsed: Duration,
+    state: State,
+}
+
+enum State {
+    Connected(Connection),
+    Failed(StartError),
+    Closed,
+}
+
+struct Connection {
+    service: RunningService<RoleClient, Handler>,
+    tools: Arc<RwLock<Vec<Tool>>>,
+    child: Option<ChildProcess>,
+    kill_grace: Duration,
+}
+
+impl Server {
+    /// The server's key in `mcp.json`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where it was configured.
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    /// `"stdio"` or `"http"`.
+    pub fn transport(&self) -> &'static str {
+        self.transport
+    }
+
+    /// How long the start took (until connected or failed).
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// Connected or error.
+    pub fn status(&self) -> Status {
+        match self.state {
+            State::Connected(_) => Status::Connected,
+            State::Failed(_) | State::Closed => Status::Error,
+        }
+    }
+
+    /// Why the server is not connected.
+    pub fn error(&self) -> Option<&StartError> {
+        match &self.state {
+            State::Failed(e) => Some(e),
+            State::Connected(_) | State::Closed => None,
+        }
+    }
+
+    /// The tools the server lists now (kept current on `tools/list_changed`).
+    pub fn tools(&self) -> Vec<Tool> {
+        match &self.state {
+            State::Connected(c) => c.tools.read().map(|t| t.clone()).unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// What the server said about itself in `initialize`.
+    pub fn server_info(&self) -> Option<Implementation> {
+        match &self.state {
+            State::Connected(c) => c.service.peer_info().and_then(|p| p.server_info.clone()),
+            _ => None,
+        }
+    }
+
+    /// Calls `tool` (the server's own name) with `arguments`. When `timeout`
+    /// passes first, the request is cancelled on the server.
+    ///
+    /// A tool that reports failure comes back as `Ok` with `is_error: Some(true)`;
+    /// `Err` means the call itself failed (JSON-RPC error, transport, timeout).
+    pub async fn call_tool(&self, tool: &str, arguments: JsonObject, timeout: Duration) -> Result<CallToolResult> {
+        let State::Connected(conn) = &self.state else {
+            return Err(Error::NotConnected { server: self.name.clone() });
+        };
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => Err(Error::Call { server: self.name.clone(), tool: tool.to_owned(), message: e.to_string() }),
+            Err(_) => Err(Error::Timeout { server: self.name.clone(), tool: tool.to_owned(), after: timeout }),
+        }
+    }
+
+    /// Closes the connection; a stdio child gets EOF, then SIGTERM, then
+    /// SIGKILL after the kill grace, with its whole process group.
+    pub async fn shutdown(&mut self) {
+        if let State::Connected(mut conn) = std::mem::replace(&mut self.state, State::Closed) {
+            let _ = conn.service.close_with_timeout(Duration::from_secs(1)).await;
+            if let Some(child) = conn.child.as_mut() {
+                child.terminate(conn.kill_grace).await;
+            }
+        }
+    }
+}
+
+/// Every configured server, in config order.
+pub struct Servers {
+    servers: Vec<Server>,
+}
+
+impl Servers {
+    /// Starts every server concurrently. Each start has its own timeout, and a
+    /// server that fails ends up with [`Status::Error`] without affecting the
+    /// others. `on_ready` is called as each one finishes starting, in the
+    /// order they finish.
+    ///
+    /// `${env:NAME}` placeholders are expanded from `env` here, at start.
+    pub async fn start(
+        entries: &[ServerEntry],
+        env: &dyn Env,
+        options: &StartOptions,
+        on_ready: &(dyn Fn(&Server) + Sync),
+    ) -> Servers {
+        let mut pending: FuturesUnordered<_> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, entry)| {
+                let launch = Launch::prepare(entry, env);
+                async move { (i, start_one(entry, launch, options).await) }
+            })
+            .collect();
+        let mut done: Vec<(usize, Server)> = Vec::with_capacity(entries.len());
+        while let Some((i, server)) = pending.next().await {
+            on_ready(&server);
+            done.push((i, server));
+        }
+        done.sort_by_key(|(i, _)| *i);
+        Servers { servers: done.into_iter().map(|(_, s)| s).collect() }
+    }
+
+    /// The servers, in config order.
+    pub fn iter(&self) -> impl Iterator<Item = &Server> {
+        self.servers.iter()
+    }
+
+    /// The server called `name`.
+    pub fn get(&self, name: &str) -> Option<&Server> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// Shuts every server down concurrently.
+    pub async fn shutdown(&mut self) {
+        futures::future::join_all(self.servers.iter_mut().map(Server::shutdown)).await;
+    }
+}
+
+/// What a server needs to start, with placeholders expanded.
+enum Launch {
+    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String> },
+    Http { url: String, headers: Vec<(String, String)> },
+    Unsupported(StartError),
+}
+
+impl Launch {
+    fn prepare(entry: &ServerEntry, env: &dyn Env) -> Launch {
+        match &entry.spec.transport {
+            Transport::Stdio(StdioSpec { command, args, env: vars }) => Launch::Stdio {
+                command: command.clone(),
+                args: args.clone(),
+                env: vars.iter().map(|(k, t)| (k.clone(), t.expand(env).value)).collect(),
+            },
+            Transport::Http(HttpSpec { auth: Some(_), .. }) => Launch::Unsupported(StartError::Unsupported {
+                what: "`auth` (token strategies)".to_owned(),
+                fix: "remove `auth` and pass a token in `headers`, e.g. \"Authorization\": \"Bearer ${env:TOKEN}\"".to_owned(),
+            }),
+            Transport::Http(HttpSpec { url, headers, .. }) => Launch::Http {
+                url: url.clone(),
+                headers: headers.iter().map(|(k, t)| (k.clone(), t.expand(env).value)).collect(),
+            },
+        }
+    }
+}
+
+async fn start_one(entry: &ServerEntry, launch: Launch, options: &StartOptions) -> Server {
+    let started = Instant::now();
+    let tools = Arc::new(RwLock::new(Vec::new()));
+    let handler = Handler {
+        server: entry.name.clone(),
+        elicitor: options.elicitor.clone(),
+        client_info: Implementation::new(options.client_name.clone(), options.client_version.clone()),
+        tools: tools.clone(),
+    };
+    let state = match launch {
+        Launch::Unsupported(e) => Err(e),
+        Launch::Stdio { command, args, env } => start_stdio(entry, handler, &command, &args, &env, options).await,
+        Launch::Http { url, headers } => start_http(handler, &url, &headers, options).await,
+    };
+    let state = match state {
+        Ok((service, listed, child)) => {
+            if let Ok(mut t) = tools.write() {
+                *t = listed;
+            }
+            State::Connected(Connection { service, tools, child, kill_grace: options.kill_grace })
+        }
+        Err(e) => State::Failed(e),
+    };
+    Server {
+        name: entry.name.clone(),
+        scope: entry.scope,
+        transport: entry.spec.transport.kind(),
+        elapsed: started.elapsed(),
+        state,
+    }
+}
+
+type Started = std::result::Result<(RunningService<RoleClient, Handler>, Vec<Tool>, Option<ChildProcess>), StartError>;
+
+/// Runs the handshake (initialize, then every page of tools/list) under `timeout`.
+async fn handshake<T, E, A>(
+    handler: Handler,
+    transport: T,
+    timeout: Duration,
+) -> Option<std::result::Result<(RunningService<RoleClient, Handler>, Vec<Tool>), HandshakeError>>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let run = async {
+        let service = handler.serve(transport).await.map_err(HandshakeError::Init)?;
+        let tools = service.list_all_tools().await.map_err(HandshakeError::List)?;
+        Ok((service, tools))
+    };
+    tokio::time::timeout(timeout, run).await.ok()
+}
+
+async fn start_stdio(
+    entry: &ServerEntry,
+    handler: Handler,
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    options: &StartOptions,
+) -> Started {
+    let (mut child, stdout, stdin) = ChildProcess::spawn(&entry.name, command, args, env)?;
+    let error = match handshake(handler, (stdout, stdin), options.timeout).await {
+        Some(Ok((service, tools))) => return Ok((service, tools, Some(child))),
+        Some(Err(e)) => {
+            // A child that died explains the failure better than the broken pipe did.
+            let exited = match child.exited() {
+                Some(status) => Some(status),
+                None => child.wait_exit(Duration::from_millis(200)).await,
+            };
+            let stderr = child.stderr.lines();
+            match (exited, e) {
+                (Some(status), _) => StartError::Exited { status, stderr },
+                (None, HandshakeError::Init(e)) => StartError::Initialize { message: init_message(&e), stderr },
+                (None, HandshakeError::List(e)) => StartError::ListTools { message: e.to_string() },
+            }
+        }
+        None => StartError::Timeout { after: options.timeout, stderr: child.stderr.lines() },
+    };
+    child.terminate(options.kill_grace).await;
+    Err(error)
+}
+
+async fn start_http(handler: Handler, url: &str, headers: &[(String, String)], options: &StartOptions) -> Started {
+    let mut custom = HashMap::new();
+    for (name, value) in headers {
+        let header_name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| StartError::InvalidHeader { name: name.clone(), part: "name" })?;
+        let header_value = http::HeaderValue::from_str(value)
+            .map_err(|_| StartError::InvalidHeader { name: name.clone(), part: "value" })?;
+        custom.insert(header_name, header_value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    match handshake(handler, transport, options.timeout).await {
+        Some(Ok((service, tools))) => Ok((service, tools, None)),
+        Some(Err(HandshakeError::Init(e))) => Err(StartError::Initialize { message: init_message(&e), stderr: Vec::new() }),
+        Some(Err(HandshakeError::List(e))) => Err(StartError::ListTools { message: e.to_string() }),
+        None => Err(StartError::Timeout { after: options.timeout, stderr: Vec::new() }),
+    }
+}
+
+enum HandshakeError {
+    Init(ClientInitializeError),
+    List(rmcp::ServiceError),
+}
+
+/// The initialize error in words, with the HTTP auth challenge when there is one.
+fn init_message(e: &ClientInitializeError) -> String {
+    let mut message = e.to_string();
+    if let Some(challenge) = e.auth_challenge() {
+        message = format!("the server requires authorization (WWW-Authenticate: {challenge}); {message}");
+    }
+    message
+}
