@@ -22,7 +22,10 @@ fn a_mixed_transport_server_is_rejected_before_anything_starts() {
         ".agents/mcp.json"
     );
     assert_eq!(run.stderr, expected);
-    assert!(!marker.exists(), "no server may be spawned when the config is invalid");
+    assert!(
+        !marker.exists(),
+        "no server may be spawned when the config is invalid"
+    );
 }
 
 #[test]
@@ -52,7 +55,10 @@ fn config_errors_name_file_server_field_and_fix() {
 #[test]
 fn malformed_json_names_line_and_column() {
     let p = Project::empty();
-    p.write(".agents/mcp.json", "{\n  \"version\": 1,\n  \"servers\": {\n    \"a\": {\"transport\": \"stdio\",}\n  }\n}\n");
+    p.write(
+        ".agents/mcp.json",
+        "{\n  \"version\": 1,\n  \"servers\": {\n    \"a\": {\"transport\": \"stdio\",}\n  }\n}\n",
+    );
     let run = p.run(&["tools"]);
     run.expect_code(2);
     assert_eq!(
@@ -66,7 +72,12 @@ fn version_must_be_one() {
     let p = Project::new(&json!({"version": 2, "servers": {}}));
     let run = p.run(&["mcp", "list"]);
     run.expect_code(2);
-    assert!(run.stderr.contains("/version: unsupported version 2; set \"version\": 1"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("/version: unsupported version 2; set \"version\": 1"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -75,7 +86,10 @@ fn no_config_means_no_servers() {
     let run = p.run(&["mcp", "list", "--json"]);
     run.expect_code(0);
     assert_eq!(run.json(), json!([]));
-    assert_eq!(p.run(&["mcp", "list"]).stdout, "no MCP servers configured\n");
+    assert_eq!(
+        p.run(&["mcp", "list"]).stdout,
+        "no MCP servers configured\n"
+    );
 }
 
 #[test]
@@ -95,17 +109,40 @@ fn user_and_project_configs_merge_with_the_project_winning() {
     let run = p.run(&["mcp", "list", "--json"]);
     run.expect_code(0);
     let list = run.json();
-    let names: Vec<&str> = list.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["project-only", "shared", "user-only"]);
     assert_eq!(by_name(&list, "shared")["scope"], "project");
-    assert_eq!(by_name(&list, "shared")["status"], "connected", "the project entry replaced the user one");
+    assert_eq!(
+        by_name(&list, "shared")["status"],
+        "connected",
+        "the project entry replaced the user one"
+    );
     assert_eq!(by_name(&list, "user-only")["scope"], "user");
 
     // --user-config replaces ~/.agents/mcp.json.
-    let other = p.write("other.json", &json!({"servers": {"alt": demo_server()}}).to_string());
-    let run = p.run(&["mcp", "list", "--json", "--user-config", other.to_str().unwrap()]);
-    let names: Vec<String> =
-        run.json().as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap().to_owned()).collect();
+    let other = p.write(
+        "other.json",
+        &json!({"servers": {"alt": demo_server()}}).to_string(),
+    );
+    let run = p.run(&[
+        "mcp",
+        "list",
+        "--json",
+        "--user-config",
+        other.to_str().unwrap(),
+    ]);
+    let names: Vec<String> = run
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(names, ["alt", "project-only", "shared"]);
 }
 
@@ -124,7 +161,10 @@ fn env_placeholders_reach_a_stdio_server_environment() {
     assert_eq!(run.stdout, "hello world!\n");
 
     let run = p.run(&["call", "fx_env", r#"{"name": "EMPTY"}"#]);
-    assert_eq!(run.stdout, "[]\n", "an unset variable expands to the empty string");
+    assert_eq!(
+        run.stdout, "[]\n",
+        "an unset variable expands to the empty string"
+    );
 }
 
 #[test]
@@ -140,5 +180,9 @@ fn env_placeholders_reach_an_http_server_headers() {
     let run = p.run_with(cmd);
     run.expect_code(0);
     assert_eq!(run.stdout, "Bearer s3cret-value\n");
-    assert!(!run.stderr.contains("s3cret-value"), "secrets never reach stderr: {}", run.stderr);
+    assert!(
+        !run.stderr.contains("s3cret-value"),
+        "secrets never reach stderr: {}",
+        run.stderr
+    );
 }

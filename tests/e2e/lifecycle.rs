@@ -20,11 +20,26 @@ fn broken_servers_end_up_in_error_and_the_others_carry_on() {
     run.expect_code(0);
     let list = run.json();
     for server in list.as_array().unwrap() {
-        let keys: Vec<&str> = server.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, ["name", "transport", "scope", "status", "tools", "error"]);
+        let keys: Vec<&str> = server
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            ["name", "transport", "scope", "status", "tools", "error"]
+        );
     }
     let demo = by_name(&list, "demo");
-    assert_eq!((demo["status"].as_str(), demo["tools"].as_u64(), &demo["error"]), (Some("connected"), Some(4), &json!(null)));
+    assert_eq!(
+        (
+            demo["status"].as_str(),
+            demo["tools"].as_u64(),
+            &demo["error"]
+        ),
+        (Some("connected"), Some(4), &json!(null))
+    );
 
     let error = |name: &str| {
         let s = by_name(&list, name);
@@ -37,8 +52,14 @@ fn broken_servers_end_up_in_error_and_the_others_carry_on() {
         "command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)"
     );
     let crashed = error("crashes");
-    assert!(crashed.starts_with("exited during start (exit status: 3)"), "{crashed}");
-    assert!(crashed.contains("fixture: fatal: cannot open database /nonexistent/db.sqlite"), "{crashed}");
+    assert!(
+        crashed.starts_with("exited during start (exit status: 3)"),
+        "{crashed}"
+    );
+    assert!(
+        crashed.contains("fixture: fatal: cannot open database /nonexistent/db.sqlite"),
+        "{crashed}"
+    );
     assert_eq!(
         error("hangs"),
         "did not finish starting within 2 s; is the server stuck, or does it need a longer start timeout?"
@@ -47,15 +68,32 @@ fn broken_servers_end_up_in_error_and_the_others_carry_on() {
 
     // One stderr line per server, as each becomes ready or fails.
     for name in ["demo", "missing", "crashes", "hangs", "nothing-there"] {
-        assert!(run.stderr.contains(&format!("core-agent: mcp: {name} (")), "{name}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!("core-agent: mcp: {name} (")),
+            "{name}: {}",
+            run.stderr
+        );
     }
-    assert!(run.stderr.contains("core-agent: mcp: demo (stdio): 4 tools in "));
-    assert!(run.stderr.contains("core-agent: mcp: missing (stdio): error after "));
+    assert!(
+        run.stderr
+            .contains("core-agent: mcp: demo (stdio): 4 tools in ")
+    );
+    assert!(
+        run.stderr
+            .contains("core-agent: mcp: missing (stdio): error after ")
+    );
 
     // The human listing says the same in one line per server.
     let run = p.run(&["mcp", "list", "--start-timeout", "2"]);
-    let line = run.stdout.lines().find(|l| l.starts_with("missing ")).unwrap();
-    assert!(line.contains("stdio  project  error      error: command not found"), "{line}");
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("missing "))
+        .unwrap();
+    assert!(
+        line.contains("stdio  project  error      error: command not found"),
+        "{line}"
+    );
 }
 
 #[test]
@@ -64,7 +102,10 @@ fn a_server_that_ignores_sigterm_is_killed_with_its_group() {
     let pid_file = p.path().join("pids");
     let mut stubborn = fixture("stubborn");
     stubborn["env"] = json!({"FIXTURE_PID_FILE": pid_file});
-    p.write(".agents/mcp.json", &json!({"version": 1, "servers": {"stubborn": stubborn}}).to_string());
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"stubborn": stubborn}}).to_string(),
+    );
 
     let run = p.run(&["call", "stubborn_echo", r#"{"text": "hi"}"#]);
     run.expect_code(0);
@@ -85,7 +126,10 @@ fn a_server_that_hangs_at_start_is_stopped_too() {
     let pid_file = p.path().join("pids");
     let mut hang = fixture("hang");
     hang["env"] = json!({"FIXTURE_PID_FILE": pid_file});
-    p.write(".agents/mcp.json", &json!({"version": 1, "servers": {"hang": hang}}).to_string());
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"hang": hang}}).to_string(),
+    );
     let run = p.run(&["mcp", "list", "--json", "--start-timeout", "0.5"]);
     run.expect_code(0);
     assert_eq!(run.json()[0]["status"], "error");
@@ -100,20 +144,34 @@ fn sigterm_to_core_agent_stops_its_servers() {
     let pid_file = p.path().join("pids");
     let mut slow = fixture("ok");
     slow["env"] = json!({"FIXTURE_PID_FILE": pid_file});
-    p.write(".agents/mcp.json", &json!({"version": 1, "servers": {"fx": slow}}).to_string());
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"fx": slow}}).to_string(),
+    );
     let mut cmd = p.command(&["call", "fx_sleep", r#"{"ms": 60000}"#]);
-    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    cmd.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while recorded_pids(&pid_file).is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the fixture never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fixture never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("core-agent: terminated: stopping the servers"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("core-agent: terminated: stopping the servers")
+    );
     for pid in recorded_pids(&pid_file) {
         assert!(!alive(pid), "process {pid} outlived core-agent");
     }

@@ -2,7 +2,13 @@
 //! (our demo and fixture servers on rmcp, server-everything and
 //! server-filesystem from npm, and a Python SDK server).
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, clippy::panic)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::panic
+)]
 
 mod config;
 mod demo;

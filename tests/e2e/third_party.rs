@@ -41,7 +41,12 @@ fn four_servers_three_connected_one_error() {
     assert_eq!(by_name(&list, "filesystem")["tools"], 14);
     let missing = by_name(&list, "missing");
     assert_eq!(missing["status"], "error");
-    assert!(missing["error"].as_str().unwrap().starts_with("command not found: `mcp-server-that-does-not-exist`"));
+    assert!(
+        missing["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("command not found: `mcp-server-that-does-not-exist`")
+    );
 }
 
 #[test]
@@ -50,10 +55,21 @@ fn everything_over_stdio_lists_and_calls() {
     let run = p.run(&["tools", "--json"]);
     run.expect_code(0);
     let tools = run.json();
-    let echo = tools.as_array().unwrap().iter().find(|t| t["name"] == "everything_echo").unwrap();
+    let echo = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "everything_echo")
+        .unwrap();
     assert_eq!(echo["tool"], "echo");
     // `get-env` is sanitized to a name every model API accepts.
-    assert!(tools.as_array().unwrap().iter().any(|t| t["name"] == "everything_get_env" && t["tool"] == "get-env"));
+    assert!(
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "everything_get_env" && t["tool"] == "get-env")
+    );
 
     let run = p.run(&["call", "everything_echo", r#"{"message": "hello"}"#]);
     run.expect_code(0);
@@ -74,19 +90,31 @@ fn everything_reports_bad_arguments_as_a_tool_error() {
 #[test]
 fn everything_elicitation_is_declined_with_a_notice() {
     let p = Project::new(&json!({"version": 1, "servers": {"everything": everything_stdio()}}));
-    let run = p.run(&["call", "everything_trigger_elicitation_request", "{}", "--call-timeout", "20"]);
+    let run = p.run(&[
+        "call",
+        "everything_trigger_elicitation_request",
+        "{}",
+        "--call-timeout",
+        "20",
+    ]);
     assert!(
-        run.stderr.contains("core-agent: mcp: everything: declined an elicitation request (form: "),
+        run.stderr
+            .contains("core-agent: mcp: everything: declined an elicitation request (form: "),
         "{}",
         run.stderr
     );
-    assert!(run.code == 0 || run.code == 1, "it finishes either way: {run:?}");
+    assert!(
+        run.code == 0 || run.code == 1,
+        "it finishes either way: {run:?}"
+    );
 }
 
 #[test]
 fn everything_over_streamable_http() {
     let server = Background::everything();
-    let p = Project::new(&json!({"version": 1, "servers": {"remote": {"transport": "http", "url": server.url()}}}));
+    let p = Project::new(
+        &json!({"version": 1, "servers": {"remote": {"transport": "http", "url": server.url()}}}),
+    );
     let run = p.run(&["mcp", "list", "--json"]);
     run.expect_code(0);
     assert_eq!(run.json()[0]["status"], "connected");
@@ -103,10 +131,17 @@ fn filesystem_reads_inside_and_refuses_outside_its_root() {
     let root = p.path().join("files");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("note.txt"), "contents of the note").unwrap();
-    p.write(".agents/mcp.json", &json!({"version": 1, "servers": {"fs": filesystem(&root)}}).to_string());
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"fs": filesystem(&root)}}).to_string(),
+    );
 
     let path = root.join("note.txt");
-    let run = p.run(&["call", "fs_read_text_file", &json!({"path": path}).to_string()]);
+    let run = p.run(&[
+        "call",
+        "fs_read_text_file",
+        &json!({"path": path}).to_string(),
+    ]);
     run.expect_code(0);
     assert_eq!(run.stdout, "contents of the note\n");
 
@@ -123,7 +158,11 @@ fn python_sdk_server_over_stdio() {
 
     let run = p.run(&["call", "py_fail"]);
     run.expect_code(1);
-    assert!(run.stdout.contains("fail tool failed on purpose"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("fail tool failed on purpose"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]

@@ -6,7 +6,12 @@
 //! `target/test-deps` (or `$CORE_AGENT_TEST_DEPS`). A test that needs them
 //! fails with a message saying so when they are missing; it never skips.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stderr,
+    clippy::panic
+)]
 
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
@@ -19,7 +24,10 @@ use nix::unistd::Pid;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// The directory cargo put this build's binaries in (`target/debug`).
@@ -32,7 +40,11 @@ pub fn bin_dir() -> PathBuf {
 /// A binary of this workspace, built by `cargo test --workspace`.
 pub fn bin(name: &str) -> PathBuf {
     let path = bin_dir().join(name);
-    assert!(path.exists(), "{} is missing; run the tests with `cargo xtask test`", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing; run the tests with `cargo xtask test`",
+        path.display()
+    );
     path
 }
 
@@ -99,13 +111,21 @@ impl Run {
 
     /// The standard output parsed as JSON.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
     }
 
     /// Panics with the whole run when the exit code is not `code`.
     pub fn expect_code(&self, code: i32) -> &Run {
-        assert_eq!(self.code, code, "unexpected exit code\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, code,
+            "unexpected exit code\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
         self
     }
 }
@@ -120,7 +140,10 @@ impl Project {
     /// A project whose `.agents/mcp.json` is `mcp_json`.
     pub fn new(mcp_json: &serde_json::Value) -> Project {
         let project = Project::empty();
-        project.write(".agents/mcp.json", &serde_json::to_string_pretty(mcp_json).unwrap());
+        project.write(
+            ".agents/mcp.json",
+            &serde_json::to_string_pretty(mcp_json).unwrap(),
+        );
         project
     }
 
@@ -170,7 +193,11 @@ impl Project {
 
 /// A free TCP port on 127.0.0.1.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A server process that is killed, with its process group, when dropped.
@@ -184,12 +211,18 @@ impl Background {
     /// Starts `cmd` in its own process group and waits until `port` accepts
     /// connections.
     pub fn start(mut cmd: Command, port: u16) -> Background {
-        cmd.process_group(0).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         let child = cmd.spawn().unwrap();
         let server = Background { child, port };
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server on port {port} did not start listening within 30 s");
+            assert!(
+                Instant::now() < deadline,
+                "server on port {port} did not start listening within 30 s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         server
@@ -199,7 +232,9 @@ impl Background {
     pub fn everything() -> Background {
         let port = free_port();
         let mut cmd = Command::new(node());
-        cmd.arg(everything_js()).arg("streamableHttp").env("PORT", port.to_string());
+        cmd.arg(everything_js())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string());
         Background::start(cmd, port)
     }
 
@@ -227,7 +262,10 @@ impl Drop for Background {
 /// True while a process with this pid exists and is not a zombie.
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')),
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| !rest.trim_start().starts_with('Z')),
         Err(_) => false,
     }
 }

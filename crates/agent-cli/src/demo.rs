@@ -52,12 +52,21 @@ struct DivideArgs {
 impl DemoServer {
     /// A fresh demo server with no notes.
     pub fn new() -> Self {
-        DemoServer { notes: Arc::new(AtomicUsize::new(0)), tool_router: Self::tool_router() }
+        DemoServer {
+            notes: Arc::new(AtomicUsize::new(0)),
+            tool_router: Self::tool_router(),
+        }
     }
 
-    #[tool(description = "Look up one inventory item by SKU.", annotations(read_only_hint = true))]
+    #[tool(
+        description = "Look up one inventory item by SKU.",
+        annotations(read_only_hint = true)
+    )]
     async fn lookup_item(&self, Parameters(args): Parameters<LookupArgs>) -> CallToolResult {
-        match inventory().into_iter().find(|item| item["sku"] == args.sku.as_str()) {
+        match inventory()
+            .into_iter()
+            .find(|item| item["sku"] == args.sku.as_str())
+        {
             Some(item) => CallToolResult::success(vec![ContentBlock::text(item.to_string())]),
             None => CallToolResult::error(vec![ContentBlock::text(format!(
                 "no item with SKU `{}`; SKUs run from SKU-0001 to SKU-{INVENTORY_ITEMS:04}",
@@ -83,10 +92,15 @@ impl DemoServer {
         format!("saved note #{n}: {}", args.text)
     }
 
-    #[tool(description = "Divide a by b. Fails when b is zero.", annotations(read_only_hint = true))]
+    #[tool(
+        description = "Divide a by b. Fails when b is zero.",
+        annotations(read_only_hint = true)
+    )]
     async fn divide(&self, Parameters(args): Parameters<DivideArgs>) -> CallToolResult {
         if args.b == 0.0 {
-            CallToolResult::error(vec![ContentBlock::text("cannot divide by zero; pass a non-zero `b`")])
+            CallToolResult::error(vec![ContentBlock::text(
+                "cannot divide by zero; pass a non-zero `b`",
+            )])
         } else {
             CallToolResult::success(vec![ContentBlock::text((args.a / args.b).to_string())])
         }
@@ -103,7 +117,10 @@ impl Default for DemoServer {
 impl ServerHandler for DemoServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("core-agent-demo", env!("CARGO_PKG_VERSION")))
+            .with_server_info(Implementation::new(
+                "core-agent-demo",
+                env!("CARGO_PKG_VERSION"),
+            ))
             .with_instructions("A demo inventory: look items up, list them all, take notes.")
     }
 }

@@ -23,7 +23,11 @@ fn did_you_mean(suggestions: &[String]) -> String {
         [] => "; run `core-agent tools` to list the tools".to_owned(),
         names => format!(
             "; did you mean {}?",
-            names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(" or ")
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
         ),
     }
 }

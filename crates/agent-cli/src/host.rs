@@ -19,7 +19,10 @@ pub struct HostOptions {
 
 impl Default for HostOptions {
     fn default() -> Self {
-        HostOptions { start: StartOptions::default(), call_timeout: Duration::from_secs(30) }
+        HostOptions {
+            start: StartOptions::default(),
+            call_timeout: Duration::from_secs(30),
+        }
     }
 }
 
@@ -119,12 +122,20 @@ impl Host {
             .filter(|s| s.status() == Status::Connected)
             .map(|s| (s.name(), s.tools().iter().map(discovered).collect()))
             .collect();
-        Catalog::build(discovered.iter().map(|(name, tools)| (*name, tools.as_slice())))
+        Catalog::build(
+            discovered
+                .iter()
+                .map(|(name, tools)| (*name, tools.as_slice())),
+        )
     }
 
     /// The catalog as `core-agent tools --json` prints it.
     pub fn tool_reports(&self) -> Vec<ToolReport> {
-        self.catalog().entries().iter().map(ToolReport::from).collect()
+        self.catalog()
+            .entries()
+            .iter()
+            .map(ToolReport::from)
+            .collect()
     }
 
     /// Calls the tool published as `name` (namespaced) with `arguments`.
@@ -134,13 +145,21 @@ impl Host {
     pub async fn call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult> {
         let catalog = self.catalog();
         let Some(entry) = catalog.get(name) else {
-            return Err(Error::UnknownTool { name: name.to_owned(), suggestions: suggest(&catalog, name) });
+            return Err(Error::UnknownTool {
+                name: name.to_owned(),
+                suggestions: suggest(&catalog, name),
+            });
         };
         let server = self
             .servers
             .get(&entry.server)
-            .ok_or_else(|| Error::UnknownTool { name: name.to_owned(), suggestions: Vec::new() })?;
-        Ok(server.call_tool(&entry.tool, arguments, self.options.call_timeout).await?)
+            .ok_or_else(|| Error::UnknownTool {
+                name: name.to_owned(),
+                suggestions: Vec::new(),
+            })?;
+        Ok(server
+            .call_tool(&entry.tool, arguments, self.options.call_timeout)
+            .await?)
     }
 
     /// Stops every server (stdio children: EOF, SIGTERM, then SIGKILL).
@@ -175,5 +194,9 @@ fn suggest(catalog: &Catalog, name: &str) -> Vec<String> {
         .filter(|(score, _)| *score >= 0.88)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-    scored.into_iter().take(3).map(|(_, n)| n.to_owned()).collect()
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| n.to_owned())
+        .collect()
 }

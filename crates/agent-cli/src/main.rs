@@ -12,7 +12,9 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use core_agent::{Host, HostOptions};
 use core_agent_mcp_config::{ConfigPaths, ProcessEnv};
-use core_agent_mcp_transport::model::{CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject};
+use core_agent_mcp_transport::model::{
+    CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
+};
 use core_agent_mcp_transport::{BoxFuture, Elicitor, Server, Status, describe_request};
 
 /// An MCP host for AI agents: mount MCP servers, see their tools, call them.
@@ -83,7 +85,10 @@ const USAGE: u8 = 2;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("core-agent: cannot start the async runtime: {e}");
@@ -99,7 +104,11 @@ fn main() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORE_AGENT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
 }
 
 async fn run(cli: Cli) -> u8 {
@@ -123,10 +132,13 @@ async fn run(cli: Cli) -> u8 {
         },
         _ => None,
     };
-    let (Some(start_timeout), Some(call_timeout)) =
-        (seconds(cli.global.start_timeout), seconds(cli.global.call_timeout))
-    else {
-        eprintln!("core-agent: --start-timeout and --call-timeout take a positive number of seconds");
+    let (Some(start_timeout), Some(call_timeout)) = (
+        seconds(cli.global.start_timeout),
+        seconds(cli.global.call_timeout),
+    ) else {
+        eprintln!(
+            "core-agent: --start-timeout and --call-timeout take a positive number of seconds"
+        );
         return USAGE;
     };
     let paths = ConfigPaths::new(&cli.global.agents_dir, cli.global.user_config.clone());
@@ -137,7 +149,10 @@ async fn run(cli: Cli) -> u8 {
             return USAGE;
         }
     };
-    let mut options = HostOptions { call_timeout, ..HostOptions::default() };
+    let mut options = HostOptions {
+        call_timeout,
+        ..HostOptions::default()
+    };
     options.start.timeout = start_timeout;
     options.start.elicitor = Arc::new(NoticeDecline);
     let mut host = Host::start(&config, &ProcessEnv, options, &report_ready).await;
@@ -169,7 +184,10 @@ async fn execute(host: &Host, command: &Command, call_args: Option<JsonObject>) 
                         Some(e) => format!("error: {}", first_line(e)),
                         None => format!("{} tools", r.tools),
                     };
-                    println!("{:<20} {:<6} {:<8} {:<10} {detail}", r.name, r.transport, r.scope, r.status);
+                    println!(
+                        "{:<20} {:<6} {:<8} {:<10} {detail}",
+                        r.name, r.transport, r.scope, r.status
+                    );
                 }
             }
             0
@@ -220,16 +238,21 @@ fn parse_call_args(raw: Option<&str>) -> anyhow::Result<JsonObject> {
         None => return Ok(JsonObject::new()),
         Some("-") => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).context("cannot read the arguments from stdin")?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("cannot read the arguments from stdin")?;
             s
         }
         Some(s) => s.to_owned(),
     };
-    let value: serde_json::Value =
-        serde_json::from_str(&text).context("the arguments are not valid JSON; pass an object such as '{\"path\": \"/tmp\"}'")?;
+    let value: serde_json::Value = serde_json::from_str(&text).context(
+        "the arguments are not valid JSON; pass an object such as '{\"path\": \"/tmp\"}'",
+    )?;
     match value {
         serde_json::Value::Object(map) => Ok(map),
-        other => anyhow::bail!("the arguments must be a JSON object, not {other}; pass an object such as '{{\"path\": \"/tmp\"}}'"),
+        other => anyhow::bail!(
+            "the arguments must be a JSON object, not {other}; pass an object such as '{{\"path\": \"/tmp\"}}'"
+        ),
     }
 }
 
@@ -242,7 +265,12 @@ fn report_ready(server: &Server) {
     let ms = server.elapsed().as_millis();
     match server.status() {
         Status::Connected => {
-            eprintln!("core-agent: mcp: {} ({}): {} tools in {ms} ms", server.name(), server.transport(), server.tools().len())
+            eprintln!(
+                "core-agent: mcp: {} ({}): {} tools in {ms} ms",
+                server.name(),
+                server.transport(),
+                server.tools().len()
+            )
         }
         Status::Error => eprintln!(
             "core-agent: mcp: {} ({}): error after {ms} ms: {}",
@@ -270,17 +298,18 @@ fn print_result(result: &CallToolResult) {
         }
         printed = true;
     }
-    if !printed {
-        if let Some(structured) = &result.structured_content {
-            print_json(structured);
-        }
+    if let (false, Some(structured)) = (printed, &result.structured_content) {
+        print_json(structured);
     }
 }
 
 fn describe_block(block: &ContentBlock) -> String {
     match serde_json::to_value(block) {
         Ok(serde_json::Value::Object(map)) => {
-            let kind = map.get("type").and_then(|t| t.as_str()).unwrap_or("content");
+            let kind = map
+                .get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or("content");
             let detail = ["uri", "mimeType", "name"]
                 .iter()
                 .filter_map(|k| map.get(*k).and_then(|v| v.as_str()))
@@ -316,12 +345,22 @@ async fn interrupted() -> &'static str {
 struct NoticeDecline;
 
 impl Elicitor for NoticeDecline {
-    fn elicit<'a>(&'a self, server: &'a str, request: ElicitRequestParams) -> BoxFuture<'a, ElicitResult> {
-        let how = if std::io::stdin().is_terminal() { "this command cannot prompt yet" } else { "no terminal to ask on" };
+    fn elicit<'a>(
+        &'a self,
+        server: &'a str,
+        request: ElicitRequestParams,
+    ) -> BoxFuture<'a, ElicitResult> {
+        let how = if std::io::stdin().is_terminal() {
+            "this command cannot prompt yet"
+        } else {
+            "no terminal to ask on"
+        };
         eprintln!(
             "core-agent: mcp: {server}: declined an elicitation request ({}); {how}",
             describe_request(&request)
         );
-        Box::pin(std::future::ready(ElicitResult::new(ElicitationAction::Decline)))
+        Box::pin(std::future::ready(ElicitResult::new(
+            ElicitationAction::Decline,
+        )))
     }
 }

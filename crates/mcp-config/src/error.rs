@@ -57,7 +57,11 @@ impl fmt::Display for Problem {
         if let Some(server) = &self.server {
             write!(f, "server `{server}`: ")?;
         }
-        let pointer = if self.pointer.is_empty() { "/" } else { &self.pointer };
+        let pointer = if self.pointer.is_empty() {
+            "/"
+        } else {
+            &self.pointer
+        };
         write!(f, "{pointer}: {}; {}", self.message, self.fix)
     }
 }

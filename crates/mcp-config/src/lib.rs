@@ -59,6 +59,7 @@ pub use env::{Env, ProcessEnv};
 pub use error::{Error, Problem, Result};
 pub use load::{ConfigPaths, load};
 pub use spec::{
-    AuthSpec, Config, ConfigFile, HttpSpec, Scope, ServerEntry, ServerSpec, Setting, StdioSpec, Transport,
+    AuthSpec, Config, ConfigFile, HttpSpec, Scope, ServerEntry, ServerSpec, Setting, StdioSpec,
+    Transport,
 };
 pub use template::{Expanded, Template};

@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::spec::{AuthSpec, HttpSpec, StdioSpec, Transport};
-use crate::{Config, ConfigFile, Error, Problem, Result, Scope, ServerEntry, ServerSpec, Setting, Template};
+use crate::{
+    Config, ConfigFile, Error, Problem, Result, Scope, ServerEntry, ServerSpec, Setting, Template,
+};
 
 /// Which files to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,7 +26,10 @@ impl ConfigPaths {
                 .filter(|h| !h.is_empty())
                 .map(|home| Path::new(&home).join(".agents").join("mcp.json"))
         });
-        ConfigPaths { project: agents_dir.as_ref().join("mcp.json"), user }
+        ConfigPaths {
+            project: agents_dir.as_ref().join("mcp.json"),
+            user,
+        }
     }
 }
 
@@ -35,10 +40,12 @@ impl ConfigPaths {
 /// server starts ([`Template::expand`]).
 pub fn load(paths: &ConfigPaths) -> Result<Config> {
     let mut files = vec![(paths.project.clone(), Scope::Project)];
-    if let Some(user) = &paths.user {
-        if !same_file(user, &paths.project) {
-            files.push((user.clone(), Scope::User));
-        }
+    if let Some(user) = paths
+        .user
+        .as_ref()
+        .filter(|u| !same_file(u, &paths.project))
+    {
+        files.push((user.clone(), Scope::User));
     }
     let mut parsed = Vec::new();
     let mut problems = Vec::new();
@@ -47,12 +54,20 @@ pub fn load(paths: &ConfigPaths) -> Result<Config> {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                config.files.push(ConfigFile { path, scope, found: false });
+                config.files.push(ConfigFile {
+                    path,
+                    scope,
+                    found: false,
+                });
                 continue;
             }
             Err(source) => return Err(Error::Read { path, source }),
         };
-        config.files.push(ConfigFile { path: path.clone(), scope, found: true });
+        config.files.push(ConfigFile {
+            path: path.clone(),
+            scope,
+            found: true,
+        });
         let file = parse_str(&text, &path, scope, &mut problems)?;
         parsed.push(file);
     }
@@ -81,8 +96,10 @@ fn merge(config: &mut Config, files: Vec<FileConfig>) {
             servers.entry(server.name.clone()).or_insert(server);
         }
         config.agentic_wrap = config.agentic_wrap.take().or(file.agentic_wrap);
-        config.agentic_wrap_threshold =
-            config.agentic_wrap_threshold.take().or(file.agentic_wrap_threshold);
+        config.agentic_wrap_threshold = config
+            .agentic_wrap_threshold
+            .take()
+            .or(file.agentic_wrap_threshold);
         config.agentic_wrap_llm = config.agentic_wrap_llm.take().or(file.agentic_wrap_llm);
         config.agentic_wrap_model = config.agentic_wrap_model.take().or(file.agentic_wrap_model);
     }
@@ -125,17 +142,30 @@ const HTTP_ONLY: &[&str] = &["url", "headers", "auth"];
 
 /// Parses one file's text. Schema problems are pushed to `problems`; a JSON
 /// syntax error is returned at once.
-fn parse_str(text: &str, path: &Path, scope: Scope, problems: &mut Vec<Problem>) -> Result<FileConfig> {
+fn parse_str(
+    text: &str,
+    path: &Path,
+    scope: Scope,
+    problems: &mut Vec<Problem>,
+) -> Result<FileConfig> {
     let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
         path: path.to_owned(),
         line: e.line(),
         column: e.column(),
         message: strip_position(&e.to_string()),
     })?;
-    let mut cx = Cx { path, server: None, problems };
+    let mut cx = Cx {
+        path,
+        server: None,
+        problems,
+    };
     let mut file = FileConfig::default();
     let Some(root) = root.as_object() else {
-        cx.problem("", "the file must hold a JSON object", "write `{\"version\": 1, \"servers\": {}}`");
+        cx.problem(
+            "",
+            "the file must hold a JSON object",
+            "write `{\"version\": 1, \"servers\": {}}`",
+        );
         return Ok(file);
     };
     cx.unknown_keys(root, "", TOP_KEYS);
@@ -148,13 +178,19 @@ fn parse_str(text: &str, path: &Path, scope: Scope, problems: &mut Vec<Problem>)
             "set \"version\": 1, the only version this core-agent reads",
         ),
     }
-    let setting = |value| Setting { value, source: path.to_owned() };
+    let setting = |value| Setting {
+        value,
+        source: path.to_owned(),
+    };
     file.agentic_wrap = cx.bool(root, "", "agentic_wrap").map(setting);
     file.agentic_wrap_llm = cx.bool(root, "", "agentic_wrap_llm").map(setting);
     file.agentic_wrap_threshold = match root.get("agentic_wrap_threshold") {
         None => None,
         Some(v) => match v.as_u64() {
-            Some(n) => Some(Setting { value: n, source: path.to_owned() }),
+            Some(n) => Some(Setting {
+                value: n,
+                source: path.to_owned(),
+            }),
             None => {
                 cx.problem(
                     "/agentic_wrap_threshold",
@@ -165,8 +201,12 @@ fn parse_str(text: &str, path: &Path, scope: Scope, problems: &mut Vec<Problem>)
             }
         },
     };
-    file.agentic_wrap_model =
-        cx.string(root, "", "agentic_wrap_model").map(|value| Setting { value, source: path.to_owned() });
+    file.agentic_wrap_model = cx
+        .string(root, "", "agentic_wrap_model")
+        .map(|value| Setting {
+            value,
+            source: path.to_owned(),
+        });
     match root.get("servers") {
         None => {}
         Some(Value::Object(servers)) => {
@@ -183,7 +223,10 @@ fn parse_str(text: &str, path: &Path, scope: Scope, problems: &mut Vec<Problem>)
         }
         Some(other) => cx.problem(
             "/servers",
-            &format!("expected an object of name → server, found {}", describe(other)),
+            &format!(
+                "expected an object of name → server, found {}",
+                describe(other)
+            ),
             "write \"servers\": {\"name\": {\"transport\": \"stdio\", \"command\": \"…\"}}",
         ),
     }
@@ -198,10 +241,19 @@ fn parse_server(cx: &mut Cx<'_>, name: &str, value: &Value) -> Option<ServerSpec
     spec
 }
 
-fn parse_server_inner(cx: &mut Cx<'_>, name: &str, value: &Value, base: &str) -> Option<ServerSpec> {
+fn parse_server_inner(
+    cx: &mut Cx<'_>,
+    name: &str,
+    value: &Value,
+    base: &str,
+) -> Option<ServerSpec> {
     let start = cx.problems.len();
     if name.is_empty() {
-        cx.problem(base, "the server name is empty", "give the server a name such as \"filesystem\"");
+        cx.problem(
+            base,
+            "the server name is empty",
+            "give the server a name such as \"filesystem\"",
+        );
     }
     let Some(obj) = value.as_object() else {
         cx.problem(
@@ -213,7 +265,10 @@ fn parse_server_inner(cx: &mut Cx<'_>, name: &str, value: &Value, base: &str) ->
     };
     cx.unknown_keys(obj, base, SERVER_KEYS);
     let present = |keys: &[&'static str]| -> Vec<&'static str> {
-        keys.iter().copied().filter(|k| obj.contains_key(*k)).collect()
+        keys.iter()
+            .copied()
+            .filter(|k| obj.contains_key(*k))
+            .collect()
     };
     let (stdio_keys, http_keys) = (present(STDIO_ONLY), present(HTTP_ONLY));
     let transport = match obj.get("transport") {
@@ -225,7 +280,11 @@ fn parse_server_inner(cx: &mut Cx<'_>, name: &str, value: &Value, base: &str) ->
             } else {
                 "add \"transport\": \"stdio\" (with `command`) or \"http\" (with `url`)"
             };
-            cx.problem(&format!("{base}/transport"), "missing required field `transport`", guess);
+            cx.problem(
+                &format!("{base}/transport"),
+                "missing required field `transport`",
+                guess,
+            );
             None
         }
         Some(Value::String(t)) if t == "stdio" || t == "http" => Some(t.as_str()),
@@ -234,7 +293,9 @@ fn parse_server_inner(cx: &mut Cx<'_>, name: &str, value: &Value, base: &str) ->
                 Some("streamable-http" | "streamableHttp" | "streamable_http") => {
                     "use \"http\", which is streamable HTTP"
                 }
-                Some("sse") => "core-agent speaks streamable HTTP only; use \"http\" with the server's streamable endpoint",
+                Some("sse") => {
+                    "core-agent speaks streamable HTTP only; use \"http\" with the server's streamable endpoint"
+                }
                 _ => "use \"stdio\" or \"http\"",
             };
             cx.problem(
@@ -247,11 +308,17 @@ fn parse_server_inner(cx: &mut Cx<'_>, name: &str, value: &Value, base: &str) ->
     };
     let mixing = |cx: &mut Cx<'_>, wrong: &[&str], kind: &str, keep: &str| {
         if !wrong.is_empty() {
-            let list = wrong.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+            let list = wrong
+                .iter()
+                .map(|k| format!("`{k}`"))
+                .collect::<Vec<_>>()
+                .join(", ");
             cx.problem(
                 &format!("{base}/{}", wrong[0]),
                 &format!("a {kind} server cannot have {list}: a server uses exactly one transport"),
-                &format!("remove {list}, or make this an {keep} server and remove the {kind} fields"),
+                &format!(
+                    "remove {list}, or make this an {keep} server and remove the {kind} fields"
+                ),
             );
         }
     };
@@ -271,7 +338,11 @@ fn parse_server_inner(cx: &mut Cx<'_>, name: &str, value: &Value, base: &str) ->
                 );
             }
             if command.as_deref() == Some("") {
-                cx.problem(&format!("{base}/command"), "`command` is empty", "name the executable to spawn");
+                cx.problem(
+                    &format!("{base}/command"),
+                    "`command` is empty",
+                    "name the executable to spawn",
+                );
             }
             let args = cx.string_list(obj, base, "args").unwrap_or_default();
             let env = cx.templates(obj, base, "env");
@@ -294,7 +365,9 @@ fn parse_server_inner(cx: &mut Cx<'_>, name: &str, value: &Value, base: &str) ->
                 _ => {}
             }
             let headers = cx.templates(obj, base, "headers");
-            let auth = obj.get("auth").and_then(|v| parse_auth(cx, &format!("{base}/auth"), v));
+            let auth = obj
+                .get("auth")
+                .and_then(|v| parse_auth(cx, &format!("{base}/auth"), v));
             url.map(|url| Transport::Http(HttpSpec { url, headers, auth }))
         }
         None => None,
@@ -302,7 +375,13 @@ fn parse_server_inner(cx: &mut Cx<'_>, name: &str, value: &Value, base: &str) ->
     if cx.problems.len() > start {
         return None;
     }
-    Some(ServerSpec { transport: transport?, tools, read_only, agentic_never, tool_notes })
+    Some(ServerSpec {
+        transport: transport?,
+        tools,
+        read_only,
+        agentic_never,
+        tool_notes,
+    })
 }
 
 fn parse_auth(cx: &mut Cx<'_>, base: &str, value: &Value) -> Option<AuthSpec> {
@@ -318,13 +397,21 @@ fn parse_auth(cx: &mut Cx<'_>, base: &str, value: &Value) -> Option<AuthSpec> {
     let google = obj.get("google_oauth")?;
     let gbase = format!("{base}/google_oauth");
     let Some(gobj) = google.as_object() else {
-        cx.problem(&gbase, &format!("expected an object, found {}", describe(google)), "write {\"scopes\": [\"…\"]}");
+        cx.problem(
+            &gbase,
+            &format!("expected an object, found {}", describe(google)),
+            "write {\"scopes\": [\"…\"]}",
+        );
         return None;
     };
     cx.unknown_keys(gobj, &gbase, &["scopes"]);
     let no_default = "list the OAuth scopes the server documents; there is no default";
     if !gobj.contains_key("scopes") {
-        cx.problem(&format!("{gbase}/scopes"), "missing required field `scopes`", no_default);
+        cx.problem(
+            &format!("{gbase}/scopes"),
+            "missing required field `scopes`",
+            no_default,
+        );
         return None;
     }
     match cx.string_list(gobj, &gbase, "scopes") {
@@ -362,9 +449,20 @@ impl Cx<'_> {
             }
             let fix = match closest(key, known) {
                 Some(k) => format!("did you mean `{k}`?"),
-                None => format!("valid fields are {}", known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")),
+                None => format!(
+                    "valid fields are {}",
+                    known
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             };
-            self.problem(&format!("{base}/{}", escape_pointer(key)), &format!("unknown field `{key}`"), &fix);
+            self.problem(
+                &format!("{base}/{}", escape_pointer(key)),
+                &format!("unknown field `{key}`"),
+                &fix,
+            );
         }
     }
 
@@ -398,9 +496,16 @@ impl Cx<'_> {
         }
     }
 
-    fn string_list(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Option<Vec<String>> {
+    fn string_list(
+        &mut self,
+        obj: &Map<String, Value>,
+        base: &str,
+        key: &str,
+    ) -> Option<Vec<String>> {
         let v = obj.get(key)?;
-        let items = v.as_array().and_then(|a| a.iter().map(|i| i.as_str().map(str::to_owned)).collect());
+        let items = v
+            .as_array()
+            .and_then(|a| a.iter().map(|i| i.as_str().map(str::to_owned)).collect());
         if items.is_none() {
             self.problem(
                 &format!("{base}/{key}"),
@@ -411,7 +516,12 @@ impl Cx<'_> {
         items
     }
 
-    fn string_map(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Option<BTreeMap<String, String>> {
+    fn string_map(
+        &mut self,
+        obj: &Map<String, Value>,
+        base: &str,
+        key: &str,
+    ) -> Option<BTreeMap<String, String>> {
         let v = obj.get(key)?;
         let Some(map) = v.as_object() else {
             self.problem(
@@ -437,7 +547,12 @@ impl Cx<'_> {
         Some(out)
     }
 
-    fn templates(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> BTreeMap<String, Template> {
+    fn templates(
+        &mut self,
+        obj: &Map<String, Value>,
+        base: &str,
+        key: &str,
+    ) -> BTreeMap<String, Template> {
         let mut out = BTreeMap::new();
         for (k, raw) in self.string_map(obj, base, key).unwrap_or_default() {
             match Template::parse(&raw) {
@@ -496,7 +611,8 @@ mod tests {
 
     fn parse(text: &str) -> std::result::Result<FileConfig, String> {
         let mut problems = Vec::new();
-        let file = parse_str(text, Path::new("mcp.json"), Scope::Project, &mut problems).map_err(|e| e.to_string())?;
+        let file = parse_str(text, Path::new("mcp.json"), Scope::Project, &mut problems)
+            .map_err(|e| e.to_string())?;
         if problems.is_empty() {
             Ok(file)
         } else {
@@ -514,7 +630,10 @@ mod tests {
     #[test]
     fn syntax_errors_name_line_and_column() {
         let err = parse("{\n  \"servers\": {,}\n}").unwrap_err();
-        assert_eq!(err, "mcp.json:2:16: invalid JSON: key must be a string; fix the syntax at that position");
+        assert_eq!(
+            err,
+            "mcp.json:2:15: invalid JSON: key must be a string; fix the syntax at that position"
+        );
     }
 
     #[test]
@@ -531,9 +650,18 @@ mod tests {
         let fs = &file.servers[0].spec;
         assert!(fs.read_only && fs.agentic_never);
         assert_eq!(fs.tools, ["read"]);
-        let Transport::Stdio(stdio) = &fs.transport else { panic!("stdio") };
+        let Transport::Stdio(stdio) = &fs.transport else {
+            panic!("stdio")
+        };
         assert_eq!(stdio.env["K"].raw(), "${env:V}");
-        let Transport::Http(http) = &file.servers[1].spec.transport else { panic!("http") };
-        assert_eq!(http.auth, Some(AuthSpec::GoogleOAuth { scopes: vec!["s".into()] }));
+        let Transport::Http(http) = &file.servers[1].spec.transport else {
+            panic!("http")
+        };
+        assert_eq!(
+            http.auth,
+            Some(AuthSpec::GoogleOAuth {
+                scopes: vec!["s".into()]
+            })
+        );
     }
 }

@@ -31,7 +31,11 @@ pub struct Expanded {
 
 impl fmt::Debug for Expanded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let value = if self.interpolated { "***" } else { &self.value };
+        let value = if self.interpolated {
+            "***"
+        } else {
+            &self.value
+        };
         f.debug_struct("Expanded")
             .field("value", &value)
             .field("interpolated", &self.interpolated)
@@ -67,7 +71,10 @@ impl Template {
         if !rest.is_empty() {
             parts.push(Part::Literal(rest.to_owned()));
         }
-        Ok(Template { raw: raw.to_owned(), parts })
+        Ok(Template {
+            raw: raw.to_owned(),
+            parts,
+        })
     }
 
     /// The text as written in the config file.
@@ -99,7 +106,10 @@ impl Template {
                 Part::Var(name) => value.push_str(&env.var(name).unwrap_or_default()),
             }
         }
-        Expanded { value, interpolated: self.has_placeholders() }
+        Expanded {
+            value,
+            interpolated: self.has_placeholders(),
+        }
     }
 }
 
@@ -118,7 +128,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -127,7 +140,10 @@ mod tests {
         let e = t.expand(&env(&[("TOKEN", "abc")]));
         assert_eq!(e.value, "Bearer abc!");
         assert!(e.interpolated);
-        assert_eq!(format!("{e:?}"), r#"Expanded { value: "***", interpolated: true }"#);
+        assert_eq!(
+            format!("{e:?}"),
+            r#"Expanded { value: "***", interpolated: true }"#
+        );
     }
 
     #[test]

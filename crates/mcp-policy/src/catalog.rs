@@ -18,8 +18,16 @@ pub struct DiscoveredTool {
 
 impl DiscoveredTool {
     /// A tool with a name, a description and an input schema.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value) -> Self {
-        DiscoveredTool { name: name.into(), description: description.into(), input_schema }
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        DiscoveredTool {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+        }
     }
 }
 
@@ -57,7 +65,11 @@ pub enum Warning {
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Warning::NameCollision { name, kept, dropped } => write!(
+            Warning::NameCollision {
+                name,
+                kept,
+                dropped,
+            } => write!(
                 f,
                 "{}: tool `{}` is not published: its name `{name}` is already taken by tool `{}` of server `{}`; rename one of the servers",
                 dropped.0, dropped.1, kept.1, kept.0
@@ -76,7 +88,9 @@ pub struct Catalog {
 impl Catalog {
     /// Builds the catalog from each server's discovered tools, given in the
     /// order servers should win name collisions.
-    pub fn build<'a>(servers: impl IntoIterator<Item = (&'a str, &'a [DiscoveredTool])>) -> Catalog {
+    pub fn build<'a>(
+        servers: impl IntoIterator<Item = (&'a str, &'a [DiscoveredTool])>,
+    ) -> Catalog {
         let mut by_name: BTreeMap<String, CatalogEntry> = BTreeMap::new();
         let mut warnings = Vec::new();
         for (server, tools) in servers {
@@ -102,7 +116,10 @@ impl Catalog {
                 );
             }
         }
-        Catalog { entries: by_name.into_values().collect(), warnings }
+        Catalog {
+            entries: by_name.into_values().collect(),
+            warnings,
+        }
     }
 
     /// Every entry, sorted by namespaced name.
@@ -131,7 +148,10 @@ mod tests {
     use super::*;
 
     fn tools(names: &[&str]) -> Vec<DiscoveredTool> {
-        names.iter().map(|n| DiscoveredTool::new(*n, "", json!({}))).collect()
+        names
+            .iter()
+            .map(|n| DiscoveredTool::new(*n, "", json!({})))
+            .collect()
     }
 
     #[test]
@@ -141,7 +161,10 @@ mod tests {
         let catalog = Catalog::build([("srv", a.as_slice()), ("other", b.as_slice())]);
         let names: Vec<_> = catalog.entries().iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["other_x", "srv_a", "srv_b_tool"]);
-        assert_eq!(catalog.get("srv_b_tool").map(|e| e.tool.as_str()), Some("b-tool"));
+        assert_eq!(
+            catalog.get("srv_b_tool").map(|e| e.tool.as_str()),
+            Some("b-tool")
+        );
         assert!(catalog.get("srv_b-tool").is_none());
         assert!(catalog.warnings().is_empty());
     }

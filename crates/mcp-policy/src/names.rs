@@ -5,7 +5,13 @@
 /// ```
 pub fn sanitize(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -26,10 +32,13 @@ mod tests {
 
     #[test]
     fn examples_from_the_spec() {
-        assert_eq!(namespaced("filesystem", "read_file"), "filesystem_read_file");
+        assert_eq!(
+            namespaced("filesystem", "read_file"),
+            "filesystem_read_file"
+        );
         assert_eq!(namespaced("my-server", "x"), "my_server_x");
         assert_eq!(namespaced("file.system", "x"), "file_system_x");
-        assert_eq!(sanitize("ünï cödé"), "_n___c_d_");
+        assert_eq!(sanitize("ünï cödé"), "_n__c_d_");
     }
 
     proptest! {

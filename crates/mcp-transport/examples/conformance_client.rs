@@ -30,15 +30,23 @@ async fn main() -> ExitCode {
         scope: Scope::Project,
         source: PathBuf::from("<conformance>"),
         spec: ServerSpec {
-            transport: Transport::Http(HttpSpec { url, headers: Default::default(), auth: None }),
+            transport: Transport::Http(HttpSpec {
+                url,
+                headers: Default::default(),
+                auth: None,
+            }),
             tools: Vec::new(),
             read_only: false,
             agentic_never: false,
             tool_notes: Default::default(),
         },
     };
-    let options = StartOptions { elicitor: Arc::new(AcceptDefaults), ..StartOptions::default() };
-    let mut servers = Servers::start(std::slice::from_ref(&entry), &ProcessEnv, &options, &|_| {}).await;
+    let options = StartOptions {
+        elicitor: Arc::new(AcceptDefaults),
+        ..StartOptions::default()
+    };
+    let mut servers =
+        Servers::start(std::slice::from_ref(&entry), &ProcessEnv, &options, &|_| {}).await;
     let mut ok = true;
     if let Some(server) = servers.get("conformance") {
         if server.status() == Status::Connected {
@@ -53,7 +61,10 @@ async fn main() -> ExitCode {
                 match server.call_tool(&tool.name, args, options.timeout).await {
                     Ok(result) if result.is_error != Some(true) => {}
                     Ok(result) => {
-                        eprintln!("{scenario}: {} reported an error: {:?}", tool.name, result.content);
+                        eprintln!(
+                            "{scenario}: {} reported an error: {:?}",
+                            tool.name, result.content
+                        );
                         ok = false;
                     }
                     Err(e) => {
@@ -63,10 +74,17 @@ async fn main() -> ExitCode {
                 }
             }
         } else {
-            eprintln!("{scenario}: {}", server.error().map(ToString::to_string).unwrap_or_default());
+            eprintln!(
+                "{scenario}: {}",
+                server.error().map(ToString::to_string).unwrap_or_default()
+            );
             ok = false;
         }
     }
     servers.shutdown().await;
-    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

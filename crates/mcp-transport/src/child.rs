@@ -33,7 +33,10 @@ impl StderrTail {
     }
 
     pub(crate) fn lines(&self) -> Vec<String> {
-        self.0.lock().map(|l| l.iter().cloned().collect()).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|l| l.iter().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -63,8 +66,13 @@ impl ChildProcess {
             .process_group(0)
             .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => StartError::NotFound { command: command.to_owned() },
-            _ => StartError::Spawn { command: command.to_owned(), message: e.to_string() },
+            std::io::ErrorKind::NotFound => StartError::NotFound {
+                command: command.to_owned(),
+            },
+            _ => StartError::Spawn {
+                command: command.to_owned(),
+                message: e.to_string(),
+            },
         })?;
         let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return Err(StartError::Spawn {
@@ -94,7 +102,15 @@ impl ChildProcess {
             });
         }
         let pid = child.id();
-        Ok((ChildProcess { child, pid, stderr: tail }, stdout, stdin))
+        Ok((
+            ChildProcess {
+                child,
+                pid,
+                stderr: tail,
+            },
+            stdout,
+            stdin,
+        ))
     }
 
     /// The exit status, if the child has exited.

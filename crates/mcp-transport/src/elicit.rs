@@ -15,7 +15,11 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// never resolves stalls that call until its timeout.
 pub trait Elicitor: Send + Sync {
     /// Answers `request`, which `server` sent.
-    fn elicit<'a>(&'a self, server: &'a str, request: ElicitRequestParams) -> BoxFuture<'a, ElicitResult>;
+    fn elicit<'a>(
+        &'a self,
+        server: &'a str,
+        request: ElicitRequestParams,
+    ) -> BoxFuture<'a, ElicitResult>;
 }
 
 /// Declines every request. The default for headless hosts.
@@ -23,8 +27,14 @@ pub trait Elicitor: Send + Sync {
 pub struct Decline;
 
 impl Elicitor for Decline {
-    fn elicit<'a>(&'a self, _server: &'a str, _request: ElicitRequestParams) -> BoxFuture<'a, ElicitResult> {
-        Box::pin(std::future::ready(ElicitResult::new(ElicitationAction::Decline)))
+    fn elicit<'a>(
+        &'a self,
+        _server: &'a str,
+        _request: ElicitRequestParams,
+    ) -> BoxFuture<'a, ElicitResult> {
+        Box::pin(std::future::ready(ElicitResult::new(
+            ElicitationAction::Decline,
+        )))
     }
 }
 
@@ -35,11 +45,18 @@ impl Elicitor for Decline {
 pub struct AcceptDefaults;
 
 impl Elicitor for AcceptDefaults {
-    fn elicit<'a>(&'a self, _server: &'a str, request: ElicitRequestParams) -> BoxFuture<'a, ElicitResult> {
+    fn elicit<'a>(
+        &'a self,
+        _server: &'a str,
+        request: ElicitRequestParams,
+    ) -> BoxFuture<'a, ElicitResult> {
         let result = match request {
-            ElicitRequestParams::FormElicitationParams { requested_schema, .. } => {
+            ElicitRequestParams::FormElicitationParams {
+                requested_schema, ..
+            } => {
                 let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-                ElicitResult::new(ElicitationAction::Accept).with_content(Value::Object(schema_defaults(&schema)))
+                ElicitResult::new(ElicitationAction::Accept)
+                    .with_content(Value::Object(schema_defaults(&schema)))
             }
             _ => ElicitResult::new(ElicitationAction::Decline),
         };
@@ -64,7 +81,9 @@ pub fn schema_defaults(schema: &Value) -> Map<String, Value> {
 /// A one-line description of a request, for notices ("form: Please provide…").
 pub fn describe_request(request: &ElicitRequestParams) -> String {
     match request {
-        ElicitRequestParams::FormElicitationParams { message, .. } => format!("form: {}", one_line(message)),
+        ElicitRequestParams::FormElicitationParams { message, .. } => {
+            format!("form: {}", one_line(message))
+        }
         ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
             format!("url {url}: {}", one_line(message))
         }
@@ -94,7 +113,10 @@ mod tests {
             "age": {"type": "integer", "default": 30},
             "free": {"type": "string"}
         }});
-        assert_eq!(Value::Object(schema_defaults(&schema)), json!({"name": "John", "age": 30}));
+        assert_eq!(
+            Value::Object(schema_defaults(&schema)),
+            json!({"name": "John", "age": 30})
+        );
         assert!(schema_defaults(&json!({})).is_empty());
     }
 }

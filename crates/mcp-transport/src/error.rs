@@ -10,7 +10,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[non_exhaustive]
 pub enum StartError {
     /// The stdio `command` does not exist.
-    #[error("command not found: `{command}`; install it or fix `command` (PATH is searched when it has no `/`)")]
+    #[error(
+        "command not found: `{command}`; install it or fix `command` (PATH is searched when it has no `/`)"
+    )]
     NotFound {
         /// The command as configured.
         command: String,

@@ -4,8 +4,8 @@
 use std::sync::{Arc, RwLock};
 
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ErrorData, Implementation, ProtocolVersion,
-    Tool,
+    ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ErrorData, Implementation,
+    ProtocolVersion, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
@@ -42,7 +42,9 @@ impl ClientHandler for Handler {
                     *current = tools;
                 }
             }
-            Err(e) => tracing::warn!(server = %self.server, "re-listing tools after list_changed failed: {e}"),
+            Err(e) => {
+                tracing::warn!(server = %self.server, "re-listing tools after list_changed failed: {e}")
+            }
         }
     }
 }

@@ -71,7 +71,7 @@ pub struct Server {
 }
 
 enum State {
-    Connected(Connection),
+    Connected(Box<Connection>),
     Failed(StartError),
     Closed,
 }
@@ -141,15 +141,30 @@ impl Server {
     ///
     /// A tool that reports failure comes back as `Ok` with `is_error: Some(true)`;
     /// `Err` means the call itself failed (JSON-RPC error, transport, timeout).
-    pub async fn call_tool(&self, tool: &str, arguments: JsonObject, timeout: Duration) -> Result<CallToolResult> {
+    pub async fn call_tool(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        timeout: Duration,
+    ) -> Result<CallToolResult> {
         let State::Connected(conn) = &self.state else {
-            return Err(Error::NotConnected { server: self.name.clone() });
+            return Err(Error::NotConnected {
+                server: self.name.clone(),
+            });
         };
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(Error::Call { server: self.name.clone(), tool: tool.to_owned(), message: e.to_string() }),
-            Err(_) => Err(Error::Timeout { server: self.name.clone(), tool: tool.to_owned(), after: timeout }),
+            Ok(Err(e)) => Err(Error::Call {
+                server: self.name.clone(),
+                tool: tool.to_owned(),
+                message: e.to_string(),
+            }),
+            Err(_) => Err(Error::Timeout {
+                server: self.name.clone(),
+                tool: tool.to_owned(),
+                after: timeout,
+            }),
         }
     }
 
@@ -157,7 +172,10 @@ impl Server {
     /// SIGKILL after the kill grace, with its whole process group.
     pub async fn shutdown(&mut self) {
         if let State::Connected(mut conn) = std::mem::replace(&mut self.state, State::Closed) {
-            let _ = conn.service.close_with_timeout(Duration::from_secs(1)).await;
+            let _ = conn
+                .service
+                .close_with_timeout(Duration::from_secs(1))
+                .await;
             if let Some(child) = conn.child.as_mut() {
                 child.terminate(conn.kill_grace).await;
             }
@@ -197,7 +215,9 @@ impl Servers {
             done.push((i, server));
         }
         done.sort_by_key(|(i, _)| *i);
-        Servers { servers: done.into_iter().map(|(_, s)| s).collect() }
+        Servers {
+            servers: done.into_iter().map(|(_, s)| s).collect(),
+        }
     }
 
     /// The servers, in config order.
@@ -218,8 +238,15 @@ impl Servers {
 
 /// What a server needs to start, with placeholders expanded.
 enum Launch {
-    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String> },
-    Http { url: String, headers: Vec<(String, String)> },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
     Unsupported(StartError),
 }
 
@@ -249,12 +276,17 @@ async fn start_one(entry: &ServerEntry, launch: Launch, options: &StartOptions) 
     let handler = Handler {
         server: entry.name.clone(),
         elicitor: options.elicitor.clone(),
-        client_info: Implementation::new(options.client_name.clone(), options.client_version.clone()),
+        client_info: Implementation::new(
+            options.client_name.clone(),
+            options.client_version.clone(),
+        ),
         tools: tools.clone(),
     };
     let state = match launch {
         Launch::Unsupported(e) => Err(e),
-        Launch::Stdio { command, args, env } => start_stdio(entry, handler, &command, &args, &env, options).await,
+        Launch::Stdio { command, args, env } => {
+            start_stdio(entry, handler, &command, &args, &env, options).await
+        }
         Launch::Http { url, headers } => start_http(handler, &url, &headers, options).await,
     };
     let state = match state {
@@ -262,7 +294,12 @@ async fn start_one(entry: &ServerEntry, launch: Launch, options: &StartOptions) 
             if let Ok(mut t) = tools.write() {
                 *t = listed;
             }
-            State::Connected(Connection { service, tools, child, kill_grace: options.kill_grace })
+            State::Connected(Box::new(Connection {
+                service,
+                tools,
+                child,
+                kill_grace: options.kill_grace,
+            }))
         }
         Err(e) => State::Failed(e),
     };
@@ -275,7 +312,14 @@ async fn start_one(entry: &ServerEntry, launch: Launch, options: &StartOptions) 
     }
 }
 
-type Started = std::result::Result<(RunningService<RoleClient, Handler>, Vec<Tool>, Option<ChildProcess>), StartError>;
+type Started = std::result::Result<
+    (
+        RunningService<RoleClient, Handler>,
+        Vec<Tool>,
+        Option<ChildProcess>,
+    ),
+    StartError,
+>;
 
 /// Runs the handshake (initialize, then every page of tools/list) under `timeout`.
 async fn handshake<T, E, A>(
@@ -288,8 +332,14 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let run = async {
-        let service = handler.serve(transport).await.map_err(HandshakeError::Init)?;
-        let tools = service.list_all_tools().await.map_err(HandshakeError::List)?;
+        let service = handler
+            .serve(transport)
+            .await
+            .map_err(|e| HandshakeError::Init(Box::new(e)))?;
+        let tools = service
+            .list_all_tools()
+            .await
+            .map_err(HandshakeError::List)?;
         Ok((service, tools))
     };
     tokio::time::timeout(timeout, run).await.ok()
@@ -315,37 +365,66 @@ async fn start_stdio(
             let stderr = child.stderr.lines();
             match (exited, e) {
                 (Some(status), _) => StartError::Exited { status, stderr },
-                (None, HandshakeError::Init(e)) => StartError::Initialize { message: init_message(&e), stderr },
-                (None, HandshakeError::List(e)) => StartError::ListTools { message: e.to_string() },
+                (None, HandshakeError::Init(e)) => StartError::Initialize {
+                    message: init_message(&e),
+                    stderr,
+                },
+                (None, HandshakeError::List(e)) => StartError::ListTools {
+                    message: e.to_string(),
+                },
             }
         }
-        None => StartError::Timeout { after: options.timeout, stderr: child.stderr.lines() },
+        None => StartError::Timeout {
+            after: options.timeout,
+            stderr: child.stderr.lines(),
+        },
     };
     child.terminate(options.kill_grace).await;
     Err(error)
 }
 
-async fn start_http(handler: Handler, url: &str, headers: &[(String, String)], options: &StartOptions) -> Started {
+async fn start_http(
+    handler: Handler,
+    url: &str,
+    headers: &[(String, String)],
+    options: &StartOptions,
+) -> Started {
     let mut custom = HashMap::new();
     for (name, value) in headers {
-        let header_name = http::HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| StartError::InvalidHeader { name: name.clone(), part: "name" })?;
-        let header_value = http::HeaderValue::from_str(value)
-            .map_err(|_| StartError::InvalidHeader { name: name.clone(), part: "value" })?;
+        let header_name = http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            StartError::InvalidHeader {
+                name: name.clone(),
+                part: "name",
+            }
+        })?;
+        let header_value =
+            http::HeaderValue::from_str(value).map_err(|_| StartError::InvalidHeader {
+                name: name.clone(),
+                part: "value",
+            })?;
         custom.insert(header_name, header_value);
     }
-    let config = StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
     let transport = StreamableHttpClientTransport::from_config(config);
     match handshake(handler, transport, options.timeout).await {
         Some(Ok((service, tools))) => Ok((service, tools, None)),
-        Some(Err(HandshakeError::Init(e))) => Err(StartError::Initialize { message: init_message(&e), stderr: Vec::new() }),
-        Some(Err(HandshakeError::List(e))) => Err(StartError::ListTools { message: e.to_string() }),
-        None => Err(StartError::Timeout { after: options.timeout, stderr: Vec::new() }),
+        Some(Err(HandshakeError::Init(e))) => Err(StartError::Initialize {
+            message: init_message(&e),
+            stderr: Vec::new(),
+        }),
+        Some(Err(HandshakeError::List(e))) => Err(StartError::ListTools {
+            message: e.to_string(),
+        }),
+        None => Err(StartError::Timeout {
+            after: options.timeout,
+            stderr: Vec::new(),
+        }),
     }
 }
 
 enum HandshakeError {
-    Init(ClientInitializeError),
+    Init(Box<ClientInitializeError>),
     List(rmcp::ServiceError),
 }
 
@@ -353,7 +432,8 @@ enum HandshakeError {
 fn init_message(e: &ClientInitializeError) -> String {
     let mut message = e.to_string();
     if let Some(challenge) = e.auth_challenge() {
-        message = format!("the server requires authorization (WWW-Authenticate: {challenge}); {message}");
+        message =
+            format!("the server requires authorization (WWW-Authenticate: {challenge}); {message}");
     }
     message
 }
