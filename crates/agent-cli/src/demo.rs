@@ -125,7 +125,7 @@ impl ServerHandler for DemoServer {
     }
 }
 
-/// The demo inventory: deterministic, about 60 KB as JSON.
+/// The demo inventory: deterministic, about 47 KB as JSON.
 fn inventory() -> Vec<serde_json::Value> {
     const COLORS: [&str; 5] = ["red", "green", "blue", "black", "white"];
     const STATUS: [&str; 3] = ["in_stock", "backordered", "discontinued"];

@@ -1,1 +1,1 @@
-//! wip
+#![doc = include_str!("../README.md")]

@@ -42,6 +42,8 @@ impl ClientHandler for Handler {
                     *current = tools;
                 }
             }
+            // Shutting down while a re-list is in flight is not worth a warning.
+            Err(rmcp::ServiceError::TransportClosed) => {}
             Err(e) => {
                 tracing::warn!(server = %self.server, "re-listing tools after list_changed failed: {e}")
             }
