@@ -155,3 +155,130 @@ pub async fn serve_stdio() -> std::io::Result<()> {
     service.waiting().await.map_err(std::io::Error::other)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(result: &CallToolResult) -> String {
+        let value = serde_json::to_value(result).unwrap();
+        value["content"][0]["text"].as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn the_inventory_is_deterministic_and_large() {
+        let items = inventory();
+        assert_eq!(items, inventory());
+        assert_eq!(items.len(), INVENTORY_ITEMS);
+        let skus: Vec<&str> = items.iter().map(|i| i["sku"].as_str().unwrap()).collect();
+        let want: Vec<String> = (1..=INVENTORY_ITEMS)
+            .map(|i| format!("SKU-{i:04}"))
+            .collect();
+        assert_eq!(skus, want);
+        let bytes = serde_json::to_string(&items).unwrap().len();
+        // Large enough to be digested (> 8000 bytes), about 47 KB as documented.
+        assert!((40_000..55_000).contains(&bytes), "{bytes} bytes");
+    }
+
+    #[test]
+    fn tools_are_annotated_for_the_host() {
+        let server = DemoServer::new();
+        let mut tools: Vec<(String, Option<bool>, Option<bool>)> = server
+            .tool_router
+            .list_all()
+            .into_iter()
+            .map(|t| {
+                let a = t.annotations.unwrap_or_default();
+                (t.name.to_string(), a.read_only_hint, a.destructive_hint)
+            })
+            .collect();
+        tools.sort();
+        assert_eq!(
+            tools,
+            [
+                ("add_note".to_owned(), Some(false), Some(false)),
+                ("divide".to_owned(), Some(true), None),
+                ("list_inventory".to_owned(), Some(true), None),
+                ("lookup_item".to_owned(), Some(true), None),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn divide_fails_only_on_zero() {
+        let server = DemoServer::new();
+        let table = [
+            (1.0, 4.0, Some(false), "0.25"),
+            (-9.0, 3.0, Some(false), "-3"),
+            (0.0, 5.0, Some(false), "0"),
+            (
+                1.0,
+                0.0,
+                Some(true),
+                "cannot divide by zero; pass a non-zero `b`",
+            ),
+            (
+                1.0,
+                -0.0,
+                Some(true),
+                "cannot divide by zero; pass a non-zero `b`",
+            ),
+        ];
+        for (a, b, is_error, want) in table {
+            let result = server.divide(Parameters(DivideArgs { a, b })).await;
+            assert_eq!(result.is_error, is_error, "{a} / {b}");
+            assert_eq!(text(&result), want, "{a} / {b}");
+        }
+    }
+
+    #[tokio::test]
+    async fn lookup_finds_skus_in_range_only() {
+        let server = DemoServer::new();
+        let table = [
+            ("SKU-0001", Some(1)),
+            ("SKU-0200", Some(200)),
+            ("SKU-0000", None),
+            ("SKU-0201", None),
+            ("sku-0001", None),
+            ("", None),
+        ];
+        for (sku, id) in table {
+            let result = server
+                .lookup_item(Parameters(LookupArgs { sku: sku.into() }))
+                .await;
+            match id {
+                Some(id) => {
+                    assert_eq!(result.is_error, Some(false), "{sku}");
+                    let item: serde_json::Value = serde_json::from_str(&text(&result)).unwrap();
+                    assert_eq!(item["id"], id, "{sku}");
+                }
+                None => {
+                    assert_eq!(result.is_error, Some(true), "{sku}");
+                    assert_eq!(
+                        text(&result),
+                        format!("no item with SKU `{sku}`; SKUs run from SKU-0001 to SKU-0200")
+                    );
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn notes_are_numbered_per_server_and_shared_by_clones() {
+        let server = DemoServer::new();
+        let clone = server.clone();
+        let other = DemoServer::default();
+        let note = |text: &str| Parameters(NoteArgs { text: text.into() });
+        assert_eq!(server.add_note(note("a")).await, "saved note #1: a");
+        assert_eq!(clone.add_note(note("b")).await, "saved note #2: b");
+        assert_eq!(other.add_note(note("c")).await, "saved note #1: c");
+    }
+
+    #[tokio::test]
+    async fn the_listing_holds_every_item() {
+        let listing: serde_json::Value =
+            serde_json::from_str(&DemoServer::new().list_inventory().await).unwrap();
+        assert_eq!(listing["total"], INVENTORY_ITEMS);
+        assert_eq!(listing["items"], serde_json::Value::Array(inventory()));
+    }
+}

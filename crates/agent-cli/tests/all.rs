@@ -1,0 +1,402 @@
+//! Integration tests of the `Host` library API against the demo server, run
+//! as `core-agent demo-server` (the binary of this package).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use core_agent::{Error, Host, HostOptions, ServerReport};
+use core_agent_mcp_config::{Config, Scope, ServerEntry, ServerSpec, StdioSpec, Transport};
+use core_agent_mcp_transport::model::{CallToolResult, JsonObject};
+use expect_test::expect;
+use serde_json::{Value, json};
+
+fn stdio(name: &str, command: &str, args: &[&str]) -> ServerEntry {
+    ServerEntry {
+        name: name.to_owned(),
+        scope: Scope::Project,
+        source: PathBuf::from(".agents/mcp.json"),
+        spec: ServerSpec {
+            transport: Transport::Stdio(StdioSpec {
+                command: command.to_owned(),
+                args: args.iter().map(|a| (*a).to_owned()).collect(),
+                env: BTreeMap::new(),
+            }),
+            tools: Vec::new(),
+            read_only: false,
+            agentic_never: false,
+            tool_notes: BTreeMap::new(),
+        },
+    }
+}
+
+fn demo(name: &str) -> ServerEntry {
+    stdio(name, env!("CARGO_BIN_EXE_core-agent"), &["demo-server"])
+}
+
+fn config(servers: Vec<ServerEntry>) -> Config {
+    Config {
+        servers,
+        ..Config::default()
+    }
+}
+
+async fn start(servers: Vec<ServerEntry>, options: HostOptions) -> Host {
+    let env: BTreeMap<String, String> = BTreeMap::new();
+    Host::start(&config(servers), &env, options, &|_| {}).await
+}
+
+fn args(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("arguments must be an object, not {other}"),
+    }
+}
+
+/// The text of a result's single text block.
+fn text(result: &CallToolResult) -> String {
+    let value = serde_json::to_value(result).unwrap();
+    assert_eq!(
+        value["content"].as_array().map(Vec::len),
+        Some(1),
+        "{value}"
+    );
+    value["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn start_reports_every_server_in_config_order() {
+    let ready = Mutex::new(Vec::new());
+    let env: BTreeMap<String, String> = BTreeMap::new();
+    let mut host = Host::start(
+        &config(vec![
+            demo("demo"),
+            stdio("missing", "/nonexistent/mcp-server", &[]),
+        ]),
+        &env,
+        HostOptions::default(),
+        &|s| ready.lock().unwrap().push(s.name().to_owned()),
+    )
+    .await;
+    let mut heard = ready.into_inner().unwrap();
+    heard.sort();
+    assert_eq!(heard, ["demo", "missing"]);
+    let names: Vec<&str> = host.servers().map(|s| s.name()).collect();
+    assert_eq!(names, ["demo", "missing"]);
+
+    let reports = host.server_reports();
+    assert_eq!(
+        reports,
+        [
+            ServerReport {
+                name: "demo".into(),
+                transport: "stdio".into(),
+                scope: "project".into(),
+                status: "connected".into(),
+                tools: 4,
+                error: None,
+            },
+            ServerReport {
+                name: "missing".into(),
+                transport: "stdio".into(),
+                scope: "project".into(),
+                status: "error".into(),
+                tools: 0,
+                error: Some("command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)".into()),
+            },
+        ]
+    );
+    // The JSON shape `core-agent mcp list --json` prints.
+    expect![[r#"
+        [
+          {
+            "name": "demo",
+            "transport": "stdio",
+            "scope": "project",
+            "status": "connected",
+            "tools": 4,
+            "error": null
+          },
+          {
+            "name": "missing",
+            "transport": "stdio",
+            "scope": "project",
+            "status": "error",
+            "tools": 0,
+            "error": "command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)"
+          }
+        ]"#]]
+    .assert_eq(&serde_json::to_string_pretty(&reports).unwrap());
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_catalog_namespaces_every_connected_servers_tools() {
+    let mut host = start(
+        vec![
+            demo("demo"),
+            demo("inv.demo"),
+            stdio("missing", "/nonexistent/mcp-server", &[]),
+        ],
+        HostOptions::default(),
+    )
+    .await;
+    let catalog = host.catalog();
+    assert!(catalog.warnings().is_empty());
+    let routes: Vec<String> = catalog
+        .entries()
+        .iter()
+        .map(|e| format!("{} -> {} / {}", e.name, e.server, e.tool))
+        .collect();
+    expect![[r#"
+        demo_add_note -> demo / add_note
+        demo_divide -> demo / divide
+        demo_list_inventory -> demo / list_inventory
+        demo_lookup_item -> demo / lookup_item
+        inv_demo_add_note -> inv.demo / add_note
+        inv_demo_divide -> inv.demo / divide
+        inv_demo_list_inventory -> inv.demo / list_inventory
+        inv_demo_lookup_item -> inv.demo / lookup_item"#]]
+    .assert_eq(&routes.join("\n"));
+
+    let reports = host.tool_reports();
+    let names: Vec<&str> = reports.iter().map(|r| r.name.as_str()).collect();
+    let catalog_names: Vec<&str> = catalog.entries().iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, catalog_names);
+    let divide = reports.iter().find(|r| r.name == "demo_divide").unwrap();
+    assert_eq!(
+        (divide.server.as_str(), divide.tool.as_str()),
+        ("demo", "divide")
+    );
+    assert_eq!(divide.description, "Divide a by b. Fails when b is zero.");
+    assert_eq!(divide.input_schema["type"], "object");
+    assert_eq!(
+        divide.input_schema["properties"]["b"]["description"],
+        "The divisor; must not be zero."
+    );
+    let keys: Vec<String> = serde_json::to_value(divide)
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(
+        keys,
+        ["name", "server", "tool", "description", "input_schema"]
+    );
+
+    // Calls go to the server that published the name: each process counts its own notes.
+    for (tool, want) in [
+        ("demo_add_note", "saved note #1: a"),
+        ("demo_add_note", "saved note #2: a"),
+        ("inv_demo_add_note", "saved note #1: a"),
+    ] {
+        let result = host.call(tool, args(json!({"text": "a"}))).await.unwrap();
+        assert_eq!(text(&result), want, "{tool}");
+    }
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn calls_return_the_tools_results() {
+    let mut host = start(vec![demo("demo")], HostOptions::default()).await;
+    let table = [
+        ("demo_divide", json!({"a": 1, "b": 4}), "0.25"),
+        ("demo_divide", json!({"a": -9, "b": 3}), "-3"),
+        (
+            "demo_add_note",
+            json!({"text": "buy milk"}),
+            "saved note #1: buy milk",
+        ),
+    ];
+    for (tool, arguments, want) in table {
+        let result = host.call(tool, args(arguments.clone())).await.unwrap();
+        assert_ne!(result.is_error, Some(true), "{tool} {arguments}");
+        assert_eq!(text(&result), want, "{tool} {arguments}");
+    }
+
+    let result = host
+        .call("demo_lookup_item", args(json!({"sku": "SKU-0042"})))
+        .await
+        .unwrap();
+    let item: Value = serde_json::from_str(&text(&result)).unwrap();
+    assert_eq!(
+        (item["id"].as_u64(), item["sku"].as_str()),
+        (Some(42), Some("SKU-0042"))
+    );
+
+    let result = host
+        .call("demo_list_inventory", JsonObject::new())
+        .await
+        .unwrap();
+    let listing = text(&result);
+    assert!(listing.len() > 8000, "{} bytes", listing.len());
+    let listing: Value = serde_json::from_str(&listing).unwrap();
+    assert_eq!(listing["total"], 200);
+    assert_eq!(listing["items"].as_array().map(Vec::len), Some(200));
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_tool_that_reports_failure_is_ok_with_is_error() {
+    let mut host = start(vec![demo("demo")], HostOptions::default()).await;
+    let table = [
+        (
+            "demo_divide",
+            json!({"a": 1, "b": 0}),
+            "cannot divide by zero; pass a non-zero `b`",
+        ),
+        (
+            "demo_lookup_item",
+            json!({"sku": "SKU-9999"}),
+            "no item with SKU `SKU-9999`; SKUs run from SKU-0001 to SKU-0200",
+        ),
+    ];
+    for (tool, arguments, want) in table {
+        let result = host.call(tool, args(arguments)).await.unwrap();
+        assert_eq!(result.is_error, Some(true), "{tool}");
+        assert_eq!(text(&result), want, "{tool}");
+    }
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unknown_name_suggests_close_ones() {
+    let mut host = start(vec![demo("demo")], HostOptions::default()).await;
+    let table: [(&str, &[&str], &str); 6] = [
+        (
+            "demo_divid",
+            &["demo_divide"],
+            "no tool named `demo_divid`; did you mean `demo_divide`?",
+        ),
+        (
+            "add_note",
+            &["demo_add_note"],
+            "no tool named `add_note`; did you mean `demo_add_note`?",
+        ),
+        (
+            "add-note",
+            &["demo_add_note"],
+            "no tool named `add-note`; did you mean `demo_add_note`?",
+        ),
+        (
+            "divide",
+            &["demo_divide"],
+            "no tool named `divide`; did you mean `demo_divide`?",
+        ),
+        (
+            "frobnicate",
+            &[],
+            "no tool named `frobnicate`; run `core-agent tools` to list the tools",
+        ),
+        (
+            "",
+            &[],
+            "no tool named ``; run `core-agent tools` to list the tools",
+        ),
+    ];
+    for (name, want, message) in table {
+        let err = host.call(name, JsonObject::new()).await.unwrap_err();
+        match &err {
+            Error::UnknownTool {
+                name: got,
+                suggestions,
+            } => {
+                assert_eq!(got, name);
+                assert_eq!(suggestions, want, "{name}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        assert_eq!(err.to_string(), message);
+    }
+    host.shutdown().await;
+}
+
+fn signal(pid: &str, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+#[tokio::test]
+async fn a_call_to_a_stuck_server_times_out_as_a_call_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let script = format!(
+        "echo $$ > '{}'; exec '{}' demo-server",
+        pid_file.display(),
+        env!("CARGO_BIN_EXE_core-agent")
+    );
+    let options = HostOptions {
+        call_timeout: Duration::from_millis(300),
+        ..HostOptions::default()
+    };
+    let mut host = start(vec![stdio("demo", "sh", &["-c", &script])], options).await;
+    assert_eq!(host.catalog().entries().len(), 4);
+    let pid = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+
+    // A stopped server reads nothing and answers nothing.
+    signal(&pid, "-STOP");
+    let err = host
+        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .await
+        .unwrap_err();
+    signal(&pid, "-CONT");
+    assert!(
+        matches!(
+            &err,
+            Error::Call(core_agent_mcp_transport::Error::Timeout { server, tool, .. })
+                if server == "demo" && tool == "divide"
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "`divide` on server `demo` did not answer within 300 ms; the request was cancelled"
+    );
+    // Once it runs again, so do calls.
+    let result = host
+        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "0.5");
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn after_shutdown_nothing_is_published() {
+    let mut host = start(vec![demo("demo")], HostOptions::default()).await;
+    assert_eq!(host.catalog().entries().len(), 4);
+    host.shutdown().await;
+    assert!(host.catalog().entries().is_empty());
+    let reports = host.server_reports();
+    assert_eq!(reports.len(), 1);
+    assert_ne!(reports[0].status, "connected");
+    assert_eq!(reports[0].tools, 0);
+    let err = host
+        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::UnknownTool { suggestions, .. } if suggestions.is_empty()),
+        "{err:?}"
+    );
+    // Shutting down twice is harmless.
+    host.shutdown().await;
+}
+
+#[test]
+fn host_options_default_as_documented() {
+    let options = HostOptions::default();
+    assert_eq!(options.call_timeout, Duration::from_secs(30));
+    assert_eq!(options.start.timeout, Duration::from_secs(30));
+}

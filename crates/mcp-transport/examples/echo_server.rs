@@ -1,0 +1,126 @@
+//! A tiny stdio MCP server for this crate's integration tests.
+//!
+//! Tools:
+//! - `echo {text}`: answers `text` (annotated read-only);
+//! - `env {name}`: answers the value of that environment variable of this
+//!   process, or the empty string when it is not set;
+//! - `sleep {ms}`: sleeps, then answers `slept <ms> ms`;
+//! - `ask`: sends a form elicitation (`name` defaults to `John`, `age` to 30,
+//!   `note` has no default) and answers with the client's reply as JSON.
+//!
+//! When `ECHO_SERVER_PID_FILE` is set, the server writes its pid to that file
+//! before it serves, so a test can check that the process is gone later.
+
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    ClientResult, ElicitRequest, ElicitRequestParams, Implementation, ServerCapabilities,
+    ServerConfig, ServerRequest,
+};
+use rmcp::schemars::JsonSchema;
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Clone)]
+struct EchoServer {
+    tool_router: ToolRouter<EchoServer>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct TextArgs {
+    /// The text to answer with.
+    text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct NameArgs {
+    /// The environment variable to read.
+    name: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[schemars(crate = "rmcp::schemars")]
+struct SleepArgs {
+    /// How long to sleep, in milliseconds.
+    ms: u64,
+}
+
+#[tool_router]
+impl EchoServer {
+    #[tool(
+        description = "Echo the text back.",
+        annotations(read_only_hint = true)
+    )]
+    async fn echo(&self, Parameters(args): Parameters<TextArgs>) -> String {
+        args.text
+    }
+
+    #[tool(description = "The value of an environment variable of this server process.")]
+    async fn env(&self, Parameters(args): Parameters<NameArgs>) -> String {
+        std::env::var(&args.name).unwrap_or_default()
+    }
+
+    #[tool(description = "Sleep, then answer.")]
+    async fn sleep(&self, Parameters(args): Parameters<SleepArgs>) -> String {
+        tokio::time::sleep(Duration::from_millis(args.ms)).await;
+        format!("slept {} ms", args.ms)
+    }
+
+    #[tool(description = "Ask the client for a name and an age; answer with its reply.")]
+    async fn ask(&self, context: RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        let params: ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "form",
+            "message": "Who are you?",
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": "John"},
+                    "age": {"type": "integer", "default": 30},
+                    "note": {"type": "string"}
+                }
+            }
+        }))
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let reply = context
+            .peer
+            .send_request(ServerRequest::ElicitRequest(ElicitRequest::new(params)))
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        match reply {
+            ClientResult::ElicitResult(result) => serde_json::to_string(&result)
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
+            _ => Err(ErrorData::internal_error(
+                "the client answered the elicitation with something else",
+                None,
+            )),
+        }
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for EchoServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("echo-server", "0.0.0"))
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if let Some(path) = std::env::var_os("ECHO_SERVER_PID_FILE") {
+        std::fs::write(path, std::process::id().to_string())?;
+    }
+    let service = EchoServer {
+        tool_router: EchoServer::tool_router(),
+    }
+    .serve(rmcp::transport::stdio())
+    .await?;
+    service.waiting().await?;
+    Ok(())
+}
