@@ -1,7 +1,10 @@
 //! Real third-party servers: server-everything (stdio and HTTP),
 //! server-filesystem, and a server on the Python SDK (stdio and HTTP).
 
-use core_agent_e2e::{Background, Project, everything_js, filesystem_js, node, py_server, python};
+use core_agent_e2e::{
+    Background, Project, everything_js, filesystem_js, node, processes_mentioning, py_server,
+    python,
+};
 use serde_json::{Value, json};
 
 use crate::by_name;
@@ -47,6 +50,11 @@ fn four_servers_three_connected_one_error() {
             .unwrap()
             .starts_with("command not found: `mcp-server-that-does-not-exist`")
     );
+
+    // The filesystem server had the project directory on its command line:
+    // once core-agent has exited, nothing that mentions it is left running.
+    let left = processes_mentioning(p.path().to_str().unwrap());
+    assert!(left.is_empty(), "processes outlived core-agent: {left:?}");
 }
 
 #[test]

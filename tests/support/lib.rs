@@ -278,3 +278,22 @@ pub fn recorded_pids(file: &Path) -> Vec<i32> {
         .filter_map(|l| l.trim().parse().ok())
         .collect()
 }
+
+/// Live processes whose command line mentions `needle` (for example a
+/// project's temporary directory), as `(pid, command line)`.
+pub fn processes_mentioning(needle: &str) -> Vec<(i32, String)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
+        if cmdline.contains(needle) && alive(pid) {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}

@@ -86,7 +86,13 @@ fn write(path: &Path, text: &str) -> Result<()> {
 
 /// Runs `install` unless `stamp` holds exactly `key` and every `entry` exists.
 /// The stamp is written last, so a half-finished install never looks done.
-fn part(dir: &Path, name: &str, key: &str, entries: &[&str], install: impl FnOnce() -> Result<()>) -> Result<()> {
+fn part(
+    dir: &Path,
+    name: &str,
+    key: &str,
+    entries: &[&str],
+    install: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     let stamp = dir.join(format!("{name}.stamp"));
     let current = std::fs::read_to_string(&stamp).ok().as_deref() == Some(key);
     if current && entries.iter().all(|e| dir.join(e).exists()) {
@@ -98,13 +104,18 @@ fn part(dir: &Path, name: &str, key: &str, entries: &[&str], install: impl FnOnc
     let tmp = dir.join(format!("{name}.stamp.tmp"));
     write(&tmp, key)?;
     std::fs::rename(&tmp, &stamp).map_err(|e| format!("cannot write {}: {e}", stamp.display()))?;
-    eprintln!("xtask: {name} test dependencies installed in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "xtask: {name} test dependencies installed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
 /// Runs `cmd`, showing its output only when it fails.
 fn quiet(mut cmd: Command, what: &str) -> Result<()> {
-    let out = cmd.output().map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
     if out.status.success() {
         return Ok(());
     }
@@ -137,10 +148,13 @@ fn deps() -> Result<PathBuf> {
         ],
         || {
             let npm_dir = dir.join("npm");
-            std::fs::create_dir_all(&npm_dir).map_err(|e| format!("cannot create {}: {e}", npm_dir.display()))?;
+            std::fs::create_dir_all(&npm_dir)
+                .map_err(|e| format!("cannot create {}: {e}", npm_dir.display()))?;
             write(&npm_dir.join("package.json"), &package_json)?;
             write(&npm_dir.join("package-lock.json"), &lock)?;
-            eprintln!("xtask: installing the npm test dependencies (servers, conformance suite, Node 22)");
+            eprintln!(
+                "xtask: installing the npm test dependencies (servers, conformance suite, Node 22)"
+            );
             let mut npm = Command::new("npm");
             npm.current_dir(&npm_dir).args([
                 "ci",
@@ -163,8 +177,16 @@ fn deps() -> Result<PathBuf> {
         mk.args(["-m", "venv"]).arg(&venv);
         quiet(mk, "python3 -m venv")?;
         let mut pip = Command::new(venv.join("bin").join("python"));
-        pip.args(["-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check", "-r"])
-            .arg(pins.join("requirements.txt"));
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-input",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(pins.join("requirements.txt"));
         quiet(pip, "pip install")
     })?;
     Ok(dir)

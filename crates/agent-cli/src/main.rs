@@ -272,7 +272,7 @@ fn report_ready(server: &Server) {
                 server.tools().len()
             )
         }
-        Status::Error => eprintln!(
+        Status::Error | Status::Closed => eprintln!(
             "core-agent: mcp: {} ({}): error after {ms} ms: {}",
             server.name(),
             server.transport(),

@@ -45,7 +45,8 @@ impl StderrTail {
 pub(crate) struct ChildProcess {
     child: Child,
     pid: Option<u32>,
-    pub(crate) stderr: StderrTail,
+    stderr: StderrTail,
+    drain: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl ChildProcess {
@@ -81,7 +82,7 @@ impl ChildProcess {
             });
         };
         let tail = StderrTail::default();
-        if let Some(stderr) = child.stderr.take() {
+        let drain = child.stderr.take().map(|stderr| {
             let tail = tail.clone();
             let server = server.to_owned();
             tokio::spawn(async move {
@@ -99,18 +100,30 @@ impl ChildProcess {
                         }
                     }
                 }
-            });
-        }
+            })
+        });
         let pid = child.id();
         Ok((
             ChildProcess {
                 child,
                 pid,
                 stderr: tail,
+                drain,
             },
             stdout,
             stdin,
         ))
+    }
+
+    /// The last lines of stderr. Once the child has exited, waits briefly for
+    /// the drain to reach the end of the pipe, so a crash message is not lost.
+    pub(crate) async fn stderr_lines(&mut self) -> Vec<String> {
+        if self.exited().is_some()
+            && let Some(drain) = self.drain.as_mut()
+        {
+            let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
+        }
+        self.stderr.lines()
     }
 
     /// The exit status, if the child has exited.

@@ -49,6 +49,8 @@ pub enum Status {
     Connected,
     /// It failed to start; see [`Server::error`].
     Error,
+    /// It was connected and has been shut down.
+    Closed,
 }
 
 impl Status {
@@ -57,6 +59,7 @@ impl Status {
         match self {
             Status::Connected => "connected",
             Status::Error => "error",
+            Status::Closed => "closed",
         }
     }
 }
@@ -108,7 +111,8 @@ impl Server {
     pub fn status(&self) -> Status {
         match self.state {
             State::Connected(_) => Status::Connected,
-            State::Failed(_) | State::Closed => Status::Error,
+            State::Failed(_) => Status::Error,
+            State::Closed => Status::Closed,
         }
     }
 
@@ -170,7 +174,7 @@ impl Server {
 
     /// Closes the connection; a stdio child gets EOF, then SIGTERM, then
     /// SIGKILL after the kill grace, with its whole process group.
-    pub async fn shutdown(&mut self) {
+    async fn shutdown(&mut self) {
         if let State::Connected(mut conn) = std::mem::replace(&mut self.state, State::Closed) {
             let _ = conn
                 .service
@@ -362,7 +366,7 @@ async fn start_stdio(
                 Some(status) => Some(status),
                 None => child.wait_exit(Duration::from_millis(200)).await,
             };
-            let stderr = child.stderr.lines();
+            let stderr = child.stderr_lines().await;
             match (exited, e) {
                 (Some(status), _) => StartError::Exited { status, stderr },
                 (None, HandshakeError::Init(e)) => StartError::Initialize {
@@ -376,7 +380,7 @@ async fn start_stdio(
         }
         None => StartError::Timeout {
             after: options.timeout,
-            stderr: child.stderr.lines(),
+            stderr: child.stderr_lines().await,
         },
     };
     child.terminate(options.kill_grace).await;

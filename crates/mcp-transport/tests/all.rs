@@ -653,7 +653,7 @@ async fn shutdown_stops_every_child_and_its_process_group() {
     }
 
     for server in servers.iter() {
-        assert_eq!(server.status(), Status::Error);
+        assert_eq!(server.status(), Status::Closed);
         assert!(server.tools().is_empty());
         let err = server
             .call_tool("echo", args(json!({"text": "x"})), CALL)
