@@ -41,6 +41,10 @@ pub enum Error {
 pub struct Problem {
     /// The file the problem is in.
     pub path: PathBuf,
+    /// 1-based line of the offending key or value, when known.
+    pub line: Option<usize>,
+    /// 1-based column (in characters), when known.
+    pub column: Option<usize>,
     /// The server the problem belongs to, when it belongs to one.
     pub server: Option<String>,
     /// JSON pointer to the offending value (`/servers/fs/url`).
@@ -53,7 +57,11 @@ pub struct Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: ", self.path.display())?;
+        write!(f, "{}", self.path.display())?;
+        if let (Some(line), Some(column)) = (self.line, self.column) {
+            write!(f, ":{line}:{column}")?;
+        }
+        write!(f, ": ")?;
         if let Some(server) = &self.server {
             write!(f, "server `{server}`: ")?;
         }

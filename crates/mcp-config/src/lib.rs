@@ -1,16 +1,21 @@
 #![doc = include_str!("../README.md")]
 
+mod dotenv;
 mod env;
 mod error;
 mod load;
+mod position;
+mod schema;
 mod spec;
 mod template;
 
+pub use dotenv::{DotEnv, Layered};
 pub use env::{Env, ProcessEnv};
 pub use error::{Error, Problem, Result};
-pub use load::{ConfigPaths, load};
+pub use load::{ConfigPaths, FileConfig, load, parse_file};
+pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
 pub use spec::{
-    AuthSpec, Config, ConfigFile, HttpSpec, Scope, ServerEntry, ServerSpec, Setting, StdioSpec,
-    Transport,
+    AuthSpec, Cloud, Config, ConfigFile, Dialect, HttpSpec, Scope, ServerEntry, ServerSpec,
+    Setting, StdioSpec, Transport, TrustLevel,
 };
 pub use template::{Expanded, Template};

@@ -3,9 +3,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::position::Positions;
+use crate::schema;
 use crate::spec::{AuthSpec, HttpSpec, StdioSpec, Transport};
 use crate::{
-    Config, ConfigFile, Error, Problem, Result, Scope, ServerEntry, ServerSpec, Setting, Template,
+    Cloud, Config, ConfigFile, Dialect, DotEnv, Error, Problem, Result, Scope, ServerEntry,
+    ServerSpec, Setting, Template, TrustLevel,
 };
 
 /// Which files to read.
@@ -13,44 +16,81 @@ use crate::{
 pub struct ConfigPaths {
     /// `<agentsDir>/mcp.json`, highest precedence.
     pub project: PathBuf,
+    /// `<project root>/.mcp.json`, next; `None` reads none.
+    pub dot_mcp: Option<PathBuf>,
     /// `~/.agents/mcp.json`, or the file given instead; `None` reads no user file.
     pub user: Option<PathBuf>,
+    /// `<project root>/.env`; `None` reads none.
+    pub dotenv: Option<PathBuf>,
 }
 
 impl ConfigPaths {
-    /// The standard paths: `<agents_dir>/mcp.json` and, unless `user_config`
-    /// replaces it, `$HOME/.agents/mcp.json` (none when `HOME` is unset).
+    /// The standard paths. The project root is the directory that holds the
+    /// agents directory (`.agents` → `.`): `<root>/.mcp.json` and `<root>/.env`
+    /// are read from there. The user file is `$HOME/.agents/mcp.json` unless
+    /// `user_config` replaces it (none when `HOME` is unset).
     pub fn new(agents_dir: impl AsRef<Path>, user_config: Option<PathBuf>) -> ConfigPaths {
+        let agents_dir = agents_dir.as_ref();
+        let root = match agents_dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
         let user = user_config.or_else(|| {
             std::env::var_os("HOME")
                 .filter(|h| !h.is_empty())
                 .map(|home| Path::new(&home).join(".agents").join("mcp.json"))
         });
         ConfigPaths {
-            project: agents_dir.as_ref().join("mcp.json"),
+            project: agents_dir.join("mcp.json"),
+            dot_mcp: Some(root.join(".mcp.json")),
             user,
+            dotenv: Some(root.join(".env")),
         }
+    }
+
+    /// Only `project`, nothing else: handy in tests and embedding hosts.
+    pub fn only(project: impl Into<PathBuf>) -> ConfigPaths {
+        ConfigPaths {
+            project: project.into(),
+            dot_mcp: None,
+            user: None,
+            dotenv: None,
+        }
+    }
+
+    /// The config files, highest precedence first, with their scopes.
+    pub fn files(&self) -> Vec<(PathBuf, Scope)> {
+        let mut files = vec![(self.project.clone(), Scope::Project)];
+        if let Some(p) = &self.dot_mcp {
+            files.push((p.clone(), Scope::Project));
+        }
+        if let Some(p) = &self.user {
+            files.push((p.clone(), Scope::User));
+        }
+        let mut seen: Vec<PathBuf> = Vec::new();
+        files.retain(|(p, _)| {
+            let key = p.canonicalize().unwrap_or_else(|_| p.clone());
+            if seen.contains(&key) {
+                false
+            } else {
+                seen.push(key);
+                true
+            }
+        });
+        files
     }
 }
 
-/// Reads, validates and merges the files named by `paths`.
+/// Reads, validates and merges the files named by `paths`, and reads `.env`.
 ///
-/// A missing file means "no servers here". Nothing is interpolated yet:
-/// `${env:NAME}` placeholders are checked for syntax and expanded when each
+/// A missing file means "no servers here". Every problem of every file is
+/// reported at once. Placeholders are checked here and expanded when each
 /// server starts ([`Template::expand`]).
 pub fn load(paths: &ConfigPaths) -> Result<Config> {
-    let mut files = vec![(paths.project.clone(), Scope::Project)];
-    if let Some(user) = paths
-        .user
-        .as_ref()
-        .filter(|u| !same_file(u, &paths.project))
-    {
-        files.push((user.clone(), Scope::User));
-    }
-    let mut parsed = Vec::new();
     let mut problems = Vec::new();
+    let mut parsed = Vec::new();
     let mut config = Config::default();
-    for (path, scope) in files {
+    for (path, scope) in paths.files() {
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -58,18 +98,23 @@ pub fn load(paths: &ConfigPaths) -> Result<Config> {
                     path,
                     scope,
                     found: false,
+                    dialect: None,
                 });
                 continue;
             }
             Err(source) => return Err(Error::Read { path, source }),
         };
+        let file = parse_file(&text, &path, scope, &mut problems)?;
         config.files.push(ConfigFile {
             path: path.clone(),
             scope,
             found: true,
+            dialect: Some(file.dialect),
         });
-        let file = parse_str(&text, &path, scope, &mut problems)?;
         parsed.push(file);
+    }
+    if let Some(dotenv) = &paths.dotenv {
+        config.dotenv = DotEnv::load(dotenv)?;
     }
     if !problems.is_empty() {
         return Err(Error::Invalid { problems });
@@ -78,9 +123,82 @@ pub fn load(paths: &ConfigPaths) -> Result<Config> {
     Ok(config)
 }
 
+/// Parses and validates one file's text, in whichever dialect it is written.
+///
+/// Problems go to `problems`; a JSON syntax error is returned at once.
+pub fn parse_file(
+    text: &str,
+    path: &Path,
+    scope: Scope,
+    problems: &mut Vec<Problem>,
+) -> Result<FileConfig> {
+    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
+        path: path.to_owned(),
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e.to_string()),
+    })?;
+    let dialect = detect(&root);
+    let positions = Positions::new(text);
+    let mut cx = Cx {
+        path,
+        positions: &positions,
+        problems: Vec::new(),
+    };
+    if let Some(obj) = root.as_object()
+        && obj.contains_key("servers")
+        && obj.contains_key("mcpServers")
+    {
+        cx.push(
+            None,
+            "/mcpServers",
+            "the file has both `servers` (core-agent) and `mcpServers` (.mcp.json): a file uses one dialect",
+            "move every server under one of the two keys",
+        );
+    }
+    for v in schema::validate(dialect, &root) {
+        let server = server_of(dialect, &v.pointer);
+        cx.push(server, &v.pointer, &v.message, &v.fix);
+    }
+    let mut file = FileConfig {
+        dialect,
+        ..FileConfig::default()
+    };
+    if cx.problems.is_empty() {
+        convert(&mut cx, &root, dialect, scope, &mut file);
+    }
+    let mut found = cx.problems;
+    found.sort_by_key(|p| (p.line, p.column));
+    problems.extend(found);
+    Ok(file)
+}
+
+fn detect(root: &Value) -> Dialect {
+    match root.as_object() {
+        Some(obj) if obj.contains_key("mcpServers") || obj.contains_key("auggy") => {
+            Dialect::McpServers
+        }
+        _ => Dialect::Core,
+    }
+}
+
+/// The server a pointer belongs to.
+fn server_of(dialect: Dialect, pointer: &str) -> Option<String> {
+    let segs: Vec<&str> = pointer.split('/').skip(1).collect();
+    let name = match (dialect, segs.as_slice()) {
+        (Dialect::Core, ["servers", name, ..])
+        | (Dialect::McpServers, ["mcpServers", name, ..]) => name,
+        (Dialect::McpServers, ["auggy", "servers", name, ..]) => name,
+        _ => return None,
+    };
+    Some(name.replace("~1", "/").replace("~0", "~"))
+}
+
 /// One file, parsed and validated, before merging.
 #[derive(Debug, Default)]
-struct FileConfig {
+pub struct FileConfig {
+    /// The file's dialect.
+    pub dialect: Dialect,
     servers: Vec<ServerEntry>,
     agentic_wrap: Option<Setting<bool>>,
     agentic_wrap_threshold: Option<Setting<u64>>,
@@ -88,7 +206,8 @@ struct FileConfig {
     agentic_wrap_model: Option<Setting<String>>,
 }
 
-/// Merges files given highest precedence first.
+/// Merges files given highest precedence first: servers by name (the first
+/// file that has a name wins), settings by first value set.
 fn merge(config: &mut Config, files: Vec<FileConfig>) {
     let mut servers: BTreeMap<String, ServerEntry> = BTreeMap::new();
     for file in files {
@@ -106,463 +225,45 @@ fn merge(config: &mut Config, files: Vec<FileConfig>) {
     config.servers = servers.into_values().collect();
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    }
-}
-
-const TOP_KEYS: &[&str] = &[
-    "$schema",
-    "version",
-    "servers",
-    "agentic_wrap",
-    "agentic_wrap_threshold",
-    "agentic_wrap_llm",
-    "agentic_wrap_model",
-];
-
-const SERVER_KEYS: &[&str] = &[
-    "transport",
-    "command",
-    "args",
-    "env",
-    "url",
-    "headers",
-    "auth",
-    "tools",
-    "read_only",
-    "agentic_never",
-    "tool_notes",
-];
-
-const STDIO_ONLY: &[&str] = &["command", "args", "env"];
-const HTTP_ONLY: &[&str] = &["url", "headers", "auth"];
-
-/// Parses one file's text. Schema problems are pushed to `problems`; a JSON
-/// syntax error is returned at once.
-fn parse_str(
-    text: &str,
-    path: &Path,
-    scope: Scope,
-    problems: &mut Vec<Problem>,
-) -> Result<FileConfig> {
-    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
-        path: path.to_owned(),
-        line: e.line(),
-        column: e.column(),
-        message: strip_position(&e.to_string()),
-    })?;
-    let mut cx = Cx {
-        path,
-        server: None,
-        problems,
-    };
-    let mut file = FileConfig::default();
-    let Some(root) = root.as_object() else {
-        cx.problem(
-            "",
-            "the file must hold a JSON object",
-            "write `{\"version\": 1, \"servers\": {}}`",
-        );
-        return Ok(file);
-    };
-    cx.unknown_keys(root, "", TOP_KEYS);
-    match root.get("version") {
-        None => {}
-        Some(Value::Number(n)) if n.as_u64() == Some(1) => {}
-        Some(other) => cx.problem(
-            "/version",
-            &format!("unsupported version {other}"),
-            "set \"version\": 1, the only version this core-agent reads",
-        ),
-    }
-    let setting = |value| Setting {
-        value,
-        source: path.to_owned(),
-    };
-    file.agentic_wrap = cx.bool(root, "", "agentic_wrap").map(setting);
-    file.agentic_wrap_llm = cx.bool(root, "", "agentic_wrap_llm").map(setting);
-    file.agentic_wrap_threshold = match root.get("agentic_wrap_threshold") {
-        None => None,
-        Some(v) => match v.as_u64() {
-            Some(n) => Some(Setting {
-                value: n,
-                source: path.to_owned(),
-            }),
-            None => {
-                cx.problem(
-                    "/agentic_wrap_threshold",
-                    &format!("expected a whole number of bytes, found {}", describe(v)),
-                    "write a number such as 8000",
-                );
-                None
-            }
-        },
-    };
-    file.agentic_wrap_model = cx
-        .string(root, "", "agentic_wrap_model")
-        .map(|value| Setting {
-            value,
-            source: path.to_owned(),
-        });
-    match root.get("servers") {
-        None => {}
-        Some(Value::Object(servers)) => {
-            for (name, value) in servers {
-                if let Some(spec) = parse_server(&mut cx, name, value) {
-                    file.servers.push(ServerEntry {
-                        name: name.clone(),
-                        scope,
-                        source: path.to_owned(),
-                        spec,
-                    });
-                }
-            }
-        }
-        Some(other) => cx.problem(
-            "/servers",
-            &format!(
-                "expected an object of name → server, found {}",
-                describe(other)
-            ),
-            "write \"servers\": {\"name\": {\"transport\": \"stdio\", \"command\": \"…\"}}",
-        ),
-    }
-    Ok(file)
-}
-
-fn parse_server(cx: &mut Cx<'_>, name: &str, value: &Value) -> Option<ServerSpec> {
-    cx.server = Some(name.to_owned());
-    let base = format!("/servers/{}", escape_pointer(name));
-    let spec = parse_server_inner(cx, name, value, &base);
-    cx.server = None;
-    spec
-}
-
-fn parse_server_inner(
-    cx: &mut Cx<'_>,
-    name: &str,
-    value: &Value,
-    base: &str,
-) -> Option<ServerSpec> {
-    let start = cx.problems.len();
-    if name.is_empty() {
-        cx.problem(
-            base,
-            "the server name is empty",
-            "give the server a name such as \"filesystem\"",
-        );
-    }
-    let Some(obj) = value.as_object() else {
-        cx.problem(
-            base,
-            &format!("expected a server object, found {}", describe(value)),
-            "write {\"transport\": \"stdio\", \"command\": \"…\"} or {\"transport\": \"http\", \"url\": \"…\"}",
-        );
-        return None;
-    };
-    cx.unknown_keys(obj, base, SERVER_KEYS);
-    let present = |keys: &[&'static str]| -> Vec<&'static str> {
-        keys.iter()
-            .copied()
-            .filter(|k| obj.contains_key(*k))
-            .collect()
-    };
-    let (stdio_keys, http_keys) = (present(STDIO_ONLY), present(HTTP_ONLY));
-    let transport = match obj.get("transport") {
-        None => {
-            let guess = if !stdio_keys.is_empty() && http_keys.is_empty() {
-                "add \"transport\": \"stdio\""
-            } else if stdio_keys.is_empty() && !http_keys.is_empty() {
-                "add \"transport\": \"http\""
-            } else {
-                "add \"transport\": \"stdio\" (with `command`) or \"http\" (with `url`)"
-            };
-            cx.problem(
-                &format!("{base}/transport"),
-                "missing required field `transport`",
-                guess,
-            );
-            None
-        }
-        Some(Value::String(t)) if t == "stdio" || t == "http" => Some(t.as_str()),
-        Some(other) => {
-            let hint = match other.as_str() {
-                Some("streamable-http" | "streamableHttp" | "streamable_http") => {
-                    "use \"http\", which is streamable HTTP"
-                }
-                Some("sse") => {
-                    "core-agent speaks streamable HTTP only; use \"http\" with the server's streamable endpoint"
-                }
-                _ => "use \"stdio\" or \"http\"",
-            };
-            cx.problem(
-                &format!("{base}/transport"),
-                &format!("unknown transport {other}"),
-                hint,
-            );
-            None
-        }
-    };
-    let mixing = |cx: &mut Cx<'_>, wrong: &[&str], kind: &str, keep: &str| {
-        if !wrong.is_empty() {
-            let list = wrong
-                .iter()
-                .map(|k| format!("`{k}`"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            cx.problem(
-                &format!("{base}/{}", wrong[0]),
-                &format!("a {kind} server cannot have {list}: a server uses exactly one transport"),
-                &format!(
-                    "remove {list}, or make this an {keep} server and remove the {kind} fields"
-                ),
-            );
-        }
-    };
-    let tools = cx.string_list(obj, base, "tools").unwrap_or_default();
-    let tool_notes = cx.string_map(obj, base, "tool_notes").unwrap_or_default();
-    let read_only = cx.bool(obj, base, "read_only").unwrap_or(false);
-    let agentic_never = cx.bool(obj, base, "agentic_never").unwrap_or(false);
-    let transport = match transport {
-        Some("stdio") => {
-            mixing(cx, &http_keys, "stdio", "http");
-            let command = cx.string(obj, base, "command");
-            if command.is_none() && !obj.contains_key("command") {
-                cx.problem(
-                    &format!("{base}/command"),
-                    "a stdio server needs `command`, the executable to spawn",
-                    "add \"command\": \"<executable>\"",
-                );
-            }
-            if command.as_deref() == Some("") {
-                cx.problem(
-                    &format!("{base}/command"),
-                    "`command` is empty",
-                    "name the executable to spawn",
-                );
-            }
-            let args = cx.string_list(obj, base, "args").unwrap_or_default();
-            let env = cx.templates(obj, base, "env");
-            command.map(|command| Transport::Stdio(StdioSpec { command, args, env }))
-        }
-        Some(_) => {
-            mixing(cx, &stdio_keys, "http", "stdio");
-            let url = cx.string(obj, base, "url");
-            match &url {
-                None if !obj.contains_key("url") => cx.problem(
-                    &format!("{base}/url"),
-                    "an http server needs `url`, its streamable HTTP endpoint",
-                    "add \"url\": \"https://…/mcp\"",
-                ),
-                Some(u) if !(u.starts_with("http://") || u.starts_with("https://")) => cx.problem(
-                    &format!("{base}/url"),
-                    &format!("`{u}` is not an http:// or https:// URL"),
-                    "write the full endpoint URL, such as \"https://example.com/mcp\"",
-                ),
-                _ => {}
-            }
-            let headers = cx.templates(obj, base, "headers");
-            let auth = obj
-                .get("auth")
-                .and_then(|v| parse_auth(cx, &format!("{base}/auth"), v));
-            url.map(|url| Transport::Http(HttpSpec { url, headers, auth }))
-        }
-        None => None,
-    };
-    if cx.problems.len() > start {
-        return None;
-    }
-    Some(ServerSpec {
-        transport: transport?,
-        tools,
-        read_only,
-        agentic_never,
-        tool_notes,
-    })
-}
-
-fn parse_auth(cx: &mut Cx<'_>, base: &str, value: &Value) -> Option<AuthSpec> {
-    let Some(obj) = value.as_object() else {
-        cx.problem(
-            base,
-            &format!("expected an object, found {}", describe(value)),
-            "write \"auth\": {\"google_oauth\": {\"scopes\": [\"…\"]}}",
-        );
-        return None;
-    };
-    cx.unknown_keys(obj, base, &["google_oauth"]);
-    let google = obj.get("google_oauth")?;
-    let gbase = format!("{base}/google_oauth");
-    let Some(gobj) = google.as_object() else {
-        cx.problem(
-            &gbase,
-            &format!("expected an object, found {}", describe(google)),
-            "write {\"scopes\": [\"…\"]}",
-        );
-        return None;
-    };
-    cx.unknown_keys(gobj, &gbase, &["scopes"]);
-    let no_default = "list the OAuth scopes the server documents; there is no default";
-    if !gobj.contains_key("scopes") {
-        cx.problem(
-            &format!("{gbase}/scopes"),
-            "missing required field `scopes`",
-            no_default,
-        );
-        return None;
-    }
-    match cx.string_list(gobj, &gbase, "scopes") {
-        Some(scopes) if !scopes.is_empty() => Some(AuthSpec::GoogleOAuth { scopes }),
-        Some(_) => {
-            cx.problem(&format!("{gbase}/scopes"), "`scopes` is empty", no_default);
-            None
-        }
-        None => None,
-    }
-}
-
-/// Validation context: the file, the current server, and the problems so far.
+/// Validation context: the file, its positions, and the problems so far.
 struct Cx<'a> {
     path: &'a Path,
-    server: Option<String>,
-    problems: &'a mut Vec<Problem>,
+    positions: &'a Positions<'a>,
+    problems: Vec<Problem>,
 }
 
 impl Cx<'_> {
-    fn problem(&mut self, pointer: &str, message: &str, fix: &str) {
+    fn push(&mut self, server: Option<String>, pointer: &str, message: &str, fix: &str) {
+        let (line, column) = self.positions.line_col(pointer);
         self.problems.push(Problem {
             path: self.path.to_owned(),
-            server: self.server.clone(),
+            line: Some(line),
+            column: Some(column),
+            server,
             pointer: pointer.to_owned(),
             message: message.to_owned(),
             fix: fix.to_owned(),
         });
     }
 
-    fn unknown_keys(&mut self, obj: &Map<String, Value>, base: &str, known: &[&str]) {
-        for key in obj.keys() {
-            if known.contains(&key.as_str()) {
-                continue;
-            }
-            let fix = match closest(key, known) {
-                Some(k) => format!("did you mean `{k}`?"),
-                None => format!(
-                    "valid fields are {}",
-                    known
-                        .iter()
-                        .map(|k| format!("`{k}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
-            self.problem(
-                &format!("{base}/{}", escape_pointer(key)),
-                &format!("unknown field `{key}`"),
-                &fix,
-            );
-        }
-    }
-
-    fn bool(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Option<bool> {
-        let v = obj.get(key)?;
-        match v.as_bool() {
-            Some(b) => Some(b),
-            None => {
-                self.problem(
-                    &format!("{base}/{key}"),
-                    &format!("expected true or false, found {}", describe(v)),
-                    "write true or false without quotes",
-                );
-                None
-            }
-        }
-    }
-
-    fn string(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Option<String> {
-        let v = obj.get(key)?;
-        match v.as_str() {
-            Some(s) => Some(s.to_owned()),
-            None => {
-                self.problem(
-                    &format!("{base}/{key}"),
-                    &format!("expected a string, found {}", describe(v)),
-                    "write the value in double quotes",
-                );
-                None
-            }
-        }
-    }
-
-    fn string_list(
-        &mut self,
-        obj: &Map<String, Value>,
-        base: &str,
-        key: &str,
-    ) -> Option<Vec<String>> {
-        let v = obj.get(key)?;
-        let items = v
-            .as_array()
-            .and_then(|a| a.iter().map(|i| i.as_str().map(str::to_owned)).collect());
-        if items.is_none() {
-            self.problem(
-                &format!("{base}/{key}"),
-                &format!("expected an array of strings, found {}", describe(v)),
-                "write [\"a\", \"b\"]",
-            );
-        }
-        items
-    }
-
-    fn string_map(
-        &mut self,
-        obj: &Map<String, Value>,
-        base: &str,
-        key: &str,
-    ) -> Option<BTreeMap<String, String>> {
-        let v = obj.get(key)?;
-        let Some(map) = v.as_object() else {
-            self.problem(
-                &format!("{base}/{key}"),
-                &format!("expected an object of strings, found {}", describe(v)),
-                "write {\"name\": \"text\"}",
-            );
-            return None;
-        };
-        let mut out = BTreeMap::new();
-        for (k, item) in map {
-            match item.as_str() {
-                Some(s) => {
-                    out.insert(k.clone(), s.to_owned());
-                }
-                None => self.problem(
-                    &format!("{base}/{key}/{}", escape_pointer(k)),
-                    &format!("expected a string, found {}", describe(item)),
-                    "write the value in double quotes",
-                ),
-            }
-        }
-        Some(out)
-    }
-
     fn templates(
         &mut self,
-        obj: &Map<String, Value>,
+        server: &str,
         base: &str,
-        key: &str,
+        obj: Option<&Value>,
     ) -> BTreeMap<String, Template> {
         let mut out = BTreeMap::new();
-        for (k, raw) in self.string_map(obj, base, key).unwrap_or_default() {
-            match Template::parse(&raw) {
+        for (k, raw) in obj.and_then(Value::as_object).into_iter().flatten() {
+            let raw = raw.as_str().unwrap_or_default();
+            match Template::parse(raw) {
                 Ok(t) => {
-                    out.insert(k, t);
+                    out.insert(k.clone(), t);
                 }
-                Err(message) => self.problem(
-                    &format!("{base}/{key}/{}", escape_pointer(&k)),
+                Err(message) => self.push(
+                    Some(server.to_owned()),
+                    &format!("{base}/{}", escape_pointer(k)),
                     &message,
-                    "write placeholders as ${env:NAME}",
+                    "write placeholders as ${NAME}, ${NAME:-default} or ${env:NAME}, and a literal `${` as `$${`",
                 ),
             }
         }
@@ -570,20 +271,185 @@ impl Cx<'_> {
     }
 }
 
-/// How a JSON value is described in an error ("a number", "a string").
-fn describe(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// Builds the model from a document the schema accepted.
+fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: &mut FileConfig) {
+    let setting = |value| Setting {
+        value,
+        source: cx.path.to_owned(),
+    };
+    let servers_key = match dialect {
+        Dialect::Core => "servers",
+        Dialect::McpServers => "mcpServers",
+    };
+    if dialect == Dialect::Core {
+        file.agentic_wrap = root
+            .get("agentic_wrap")
+            .and_then(Value::as_bool)
+            .map(setting);
+        file.agentic_wrap_llm = root
+            .get("agentic_wrap_llm")
+            .and_then(Value::as_bool)
+            .map(setting);
+        file.agentic_wrap_threshold = root
+            .get("agentic_wrap_threshold")
+            .and_then(Value::as_u64)
+            .map(|value| Setting {
+                value,
+                source: cx.path.to_owned(),
+            });
+        file.agentic_wrap_model =
+            root.get("agentic_wrap_model")
+                .and_then(Value::as_str)
+                .map(|value| Setting {
+                    value: value.to_owned(),
+                    source: cx.path.to_owned(),
+                });
+    }
+    let empty = Map::new();
+    let servers = root
+        .get(servers_key)
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let policies = root
+        .pointer("/auggy/servers")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    for name in policies.keys().filter(|n| !servers.contains_key(*n)) {
+        let names: Vec<&str> = servers.keys().map(String::as_str).collect();
+        let fix = match closest(name, &names) {
+            Some(n) => format!("did you mean `{n}`?"),
+            None => "add the server to `mcpServers` or remove its policy".to_owned(),
+        };
+        cx.push(
+            Some(name.clone()),
+            &format!("/auggy/servers/{}", escape_pointer(name)),
+            &format!("a policy for `{name}`, which is not in `mcpServers`"),
+            &fix,
+        );
+    }
+    for (name, value) in servers {
+        let base = format!("/{servers_key}/{}", escape_pointer(name));
+        let policy = policies.get(name).unwrap_or(&Value::Null);
+        let strings = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let levels = |v: Option<&Value>| -> Option<Vec<TrustLevel>> {
+            v.and_then(Value::as_array).map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .filter_map(TrustLevel::parse)
+                    .collect()
+            })
+        };
+        let transport = match transport_kind(dialect, value) {
+            "stdio" => Transport::Stdio(StdioSpec {
+                command: value
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                args: strings(value.get("args")),
+                env: cx.templates(name, &format!("{base}/env"), value.get("env")),
+            }),
+            _ => Transport::Http(HttpSpec {
+                url: value
+                    .get("url")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                headers: cx.templates(name, &format!("{base}/headers"), value.get("headers")),
+                auth: value
+                    .pointer("/auth/google_oauth/scopes")
+                    .map(|s| AuthSpec::GoogleOAuth {
+                        scopes: strings(Some(s)),
+                    }),
+            }),
+        };
+        let cloud = value
+            .get("cloud")
+            .or_else(|| policy.get("cloud"))
+            .and_then(Value::as_str)
+            .map(|c| {
+                if c == "disabled" {
+                    Cloud::Disabled
+                } else {
+                    Cloud::LocalOnly
+                }
+            });
+        let mut tools = strings(value.get("tools"));
+        tools.extend(strings(policy.get("allowedTools")));
+        let tool_policies = policy
+            .get("toolPolicies")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(tool, p)| {
+                        (
+                            tool.clone(),
+                            levels(p.get("allowedTrustLevels")).unwrap_or_default(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let spec = ServerSpec {
+            transport,
+            tools,
+            blocked_tools: strings(policy.get("blockedTools")),
+            allowed_trust_levels: levels(policy.get("allowedTrustLevels")),
+            tool_policies,
+            cloud,
+            read_only: value
+                .get("read_only")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            agentic_never: value
+                .get("agentic_never")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            tool_notes: value
+                .get("tool_notes")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        file.servers.push(ServerEntry {
+            name: name.clone(),
+            scope,
+            source: cx.path.to_owned(),
+            dialect,
+            spec,
+        });
+    }
+}
+
+/// `"stdio"` or `"http"` for a server the schema accepted.
+fn transport_kind(dialect: Dialect, server: &Value) -> &'static str {
+    let declared = match dialect {
+        Dialect::Core => server.get("transport"),
+        Dialect::McpServers => server.get("type"),
+    };
+    match declared.and_then(Value::as_str) {
+        Some("http" | "streamable-http") => "http",
+        Some(_) => "stdio",
+        None if server.get("command").is_some() => "stdio",
+        None => "http",
     }
 }
 
 /// Escapes one JSON pointer segment (RFC 6901).
-fn escape_pointer(segment: &str) -> String {
+pub(crate) fn escape_pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
@@ -595,11 +461,16 @@ fn strip_position(message: &str) -> String {
     }
 }
 
-/// The known key closest to `key`, when it is close enough to be a typo.
-fn closest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+/// The known name closest to `key`, when it is close enough to be a typo.
+pub(crate) fn closest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
     known
         .iter()
-        .map(|k| (strsim::damerau_levenshtein(key, k), *k))
+        .map(|k| {
+            (
+                strsim::damerau_levenshtein(&key.to_lowercase(), &k.to_lowercase()),
+                *k,
+            )
+        })
         .filter(|(d, k)| *d <= 2.max(k.len() / 4) && *d < k.len())
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
@@ -611,7 +482,7 @@ mod tests {
 
     fn parse(text: &str) -> std::result::Result<FileConfig, String> {
         let mut problems = Vec::new();
-        let file = parse_str(text, Path::new("mcp.json"), Scope::Project, &mut problems)
+        let file = parse_file(text, Path::new("mcp.json"), Scope::Project, &mut problems)
             .map_err(|e| e.to_string())?;
         if problems.is_empty() {
             Ok(file)
@@ -622,9 +493,11 @@ mod tests {
 
     #[test]
     fn closest_finds_typos_only() {
-        assert_eq!(closest("comand", SERVER_KEYS), Some("command"));
-        assert_eq!(closest("readonly", SERVER_KEYS), Some("read_only"));
-        assert_eq!(closest("zzzzzz", SERVER_KEYS), None);
+        let keys = ["command", "read_only", "transport"];
+        assert_eq!(closest("comand", &keys), Some("command"));
+        assert_eq!(closest("readonly", &keys), Some("read_only"));
+        assert_eq!(closest("Transport", &keys), Some("transport"));
+        assert_eq!(closest("zzzzzz", &keys), None);
     }
 
     #[test]
@@ -663,5 +536,33 @@ mod tests {
                 scopes: vec!["s".into()]
             })
         );
+    }
+
+    #[test]
+    fn the_mcp_servers_dialect_maps_onto_the_same_model() {
+        let file = parse(
+            r#"{"mcpServers":{
+                "ops":{"type":"streamable-http","url":"https://x/mcp","headers":{"Authorization":"Bearer ${OPS_TOKEN}"}},
+                "local":{"command":"srv","args":["--stdio"],"cloud":"localOnly"}},
+              "auggy":{"servers":{"ops":{"allowedTools":["read_status"],"blockedTools":["delete_all"],
+                "allowedTrustLevels":["creator","agent"],
+                "toolPolicies":{"read_status":{"allowedTrustLevels":["public"]}},"cloud":"disabled"}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(file.dialect, Dialect::McpServers);
+        let local = &file.servers[1];
+        assert_eq!(local.name, "local");
+        assert!(matches!(local.spec.transport, Transport::Stdio(_)));
+        assert_eq!(local.spec.cloud, Some(Cloud::LocalOnly));
+        let ops = &file.servers[0].spec;
+        assert!(matches!(&ops.transport, Transport::Http(h) if h.url == "https://x/mcp"));
+        assert_eq!(ops.tools, ["read_status"]);
+        assert_eq!(ops.blocked_tools, ["delete_all"]);
+        assert_eq!(
+            ops.allowed_trust_levels,
+            Some(vec![TrustLevel::Creator, TrustLevel::Agent])
+        );
+        assert_eq!(ops.tool_policies["read_status"], [TrustLevel::Public]);
+        assert_eq!(ops.cloud, Some(Cloud::Disabled));
     }
 }

@@ -20,6 +20,8 @@ pub struct Config {
     pub agentic_wrap_model: Option<Setting<String>>,
     /// The files that were looked at, highest precedence first.
     pub files: Vec<ConfigFile>,
+    /// Variables from the project's `.env`, for interpolation.
+    pub dotenv: crate::DotEnv,
 }
 
 impl Config {
@@ -38,6 +40,85 @@ pub struct ConfigFile {
     pub scope: Scope,
     /// False when the file does not exist (which is not an error).
     pub found: bool,
+    /// The format the file is written in, when it was found.
+    pub dialect: Option<Dialect>,
+}
+
+/// The two file formats core-agent reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// `{"version": 1, "servers": {…}}`, core-agent's own.
+    #[default]
+    Core,
+    /// `{"mcpServers": {…}, "auggy": {…}}`, as Claude Code, Cursor and Auggy write it.
+    McpServers,
+}
+
+impl Dialect {
+    /// `"core"` or `"mcpServers"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Core => "core",
+            Dialect::McpServers => "mcpServers",
+        }
+    }
+}
+
+/// Who a call comes from, most trusted first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TrustLevel {
+    /// The agent's creator (the operator).
+    Creator,
+    /// The agent itself.
+    Agent,
+    /// A user of the agent.
+    User,
+    /// Anyone.
+    Public,
+}
+
+impl TrustLevel {
+    /// Every level, most trusted first.
+    pub const ALL: [TrustLevel; 4] = [
+        TrustLevel::Creator,
+        TrustLevel::Agent,
+        TrustLevel::User,
+        TrustLevel::Public,
+    ];
+
+    /// The level's name in config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrustLevel::Creator => "creator",
+            TrustLevel::Agent => "agent",
+            TrustLevel::User => "user",
+            TrustLevel::Public => "public",
+        }
+    }
+
+    /// The level called `name`.
+    pub fn parse(name: &str) -> Option<TrustLevel> {
+        TrustLevel::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+}
+
+/// `cloud`: how a cloud deployment treats a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cloud {
+    /// `"disabled"`: not run in the cloud.
+    Disabled,
+    /// `"localOnly"`: only run locally.
+    LocalOnly,
+}
+
+impl Cloud {
+    /// The value's name in config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cloud::Disabled => "disabled",
+            Cloud::LocalOnly => "localOnly",
+        }
+    }
 }
 
 /// A value together with the file it came from.
@@ -83,6 +164,8 @@ pub struct ServerEntry {
     pub scope: Scope,
     /// The file it came from.
     pub source: PathBuf,
+    /// The format of that file.
+    pub dialect: Dialect,
     /// The server's settings.
     pub spec: ServerSpec,
 }
@@ -92,14 +175,41 @@ pub struct ServerEntry {
 pub struct ServerSpec {
     /// How to reach the server.
     pub transport: Transport,
-    /// `tools`: allowlist of tool names as the server spells them; empty means all.
+    /// `tools` / `allowedTools`: allowlist of tool names as the server spells
+    /// them; empty means all.
     pub tools: Vec<String>,
+    /// `blockedTools`: tool names never published.
+    pub blocked_tools: Vec<String>,
+    /// `allowedTrustLevels`: the trust levels that may see this server's
+    /// tools; `None` leaves each tool's default.
+    pub allowed_trust_levels: Option<Vec<TrustLevel>>,
+    /// `toolPolicies.<tool>.allowedTrustLevels`: explicit levels per tool.
+    pub tool_policies: BTreeMap<String, Vec<TrustLevel>>,
+    /// `cloud`: whether a cloud deployment runs this server.
+    pub cloud: Option<Cloud>,
     /// `read_only`: the operator's word that unannotated tools do not mutate.
     pub read_only: bool,
     /// `agentic_never`: opt this server out of the digest.
     pub agentic_never: bool,
     /// `tool_notes`: tool name → text appended to its description.
     pub tool_notes: BTreeMap<String, String>,
+}
+
+impl ServerSpec {
+    /// A server reached by `transport`, with every other setting at its default.
+    pub fn new(transport: Transport) -> ServerSpec {
+        ServerSpec {
+            transport,
+            tools: Vec::new(),
+            blocked_tools: Vec::new(),
+            allowed_trust_levels: None,
+            tool_policies: BTreeMap::new(),
+            cloud: None,
+            read_only: false,
+            agentic_never: false,
+            tool_notes: BTreeMap::new(),
+        }
+    }
 }
 
 /// How to reach a server.

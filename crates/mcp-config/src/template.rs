@@ -2,11 +2,20 @@ use std::fmt;
 
 use crate::Env;
 
-/// A config string that may hold `${env:NAME}` placeholders.
+/// A config string that may hold placeholders.
+///
+/// The syntaxes, in both config dialects:
+///
+/// | written | expands to |
+/// |---|---|
+/// | `${env:NAME}` or `${NAME}` | the variable, or the empty string when it is unset |
+/// | `${NAME:-default}` or `${env:NAME:-default}` | the variable, or `default` when it is unset or empty |
+/// | `$${` | a literal `${` |
 ///
 /// It is parsed when the config loads, so a malformed placeholder is a load
 /// error, and expanded when the server starts, so the value is read from the
-/// environment as it is at that moment.
+/// environment as it is at that moment. What a variable holds is never
+/// expanded again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Template {
     raw: String,
@@ -16,7 +25,10 @@ pub struct Template {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
     Literal(String),
-    Var(String),
+    Var {
+        name: String,
+        default: Option<String>,
+    },
 }
 
 /// A [`Template`] after expansion.
@@ -24,8 +36,8 @@ enum Part {
 pub struct Expanded {
     /// The expanded text.
     pub value: String,
-    /// True when any part of the value came from a variable. Such values are
-    /// treated as secrets: never print them.
+    /// True when any part of the value came from a placeholder. Such values
+    /// are treated as secrets: never print them.
     pub interpolated: bool,
 }
 
@@ -43,33 +55,50 @@ impl fmt::Debug for Expanded {
     }
 }
 
-const OPEN: &str = "${env:";
-
 impl Template {
-    /// Parses `raw`. Fails with a message when a `${env:` placeholder is not
-    /// closed or does not hold a valid variable name.
+    /// Parses `raw`. Fails with a message when a `${` is not closed or does
+    /// not hold a valid variable name.
     pub fn parse(raw: &str) -> Result<Template, String> {
         let mut parts = Vec::new();
+        let mut literal = String::new();
         let mut rest = raw;
-        while let Some(start) = rest.find(OPEN) {
-            if start > 0 {
-                parts.push(Part::Literal(rest[..start].to_owned()));
+        while let Some(i) = rest.find('$') {
+            literal.push_str(&rest[..i]);
+            let tail = &rest[i..];
+            if let Some(after) = tail.strip_prefix("$${") {
+                literal.push_str("${");
+                rest = after;
+            } else if let Some(after) = tail.strip_prefix("${") {
+                let Some(end) = after.find('}') else {
+                    return Err("`${` is not closed by `}`".to_owned());
+                };
+                let inner = &after[..end];
+                let (spec, default) = match inner.split_once(":-") {
+                    Some((spec, default)) => (spec, Some(default.to_owned())),
+                    None => (inner, None),
+                };
+                let name = spec.strip_prefix("env:").unwrap_or(spec);
+                if !is_var_name(name) {
+                    return Err(format!(
+                        "`${{{inner}}}` does not name a variable (letters, digits and `_`, not starting with a digit)"
+                    ));
+                }
+                if !literal.is_empty() {
+                    parts.push(Part::Literal(std::mem::take(&mut literal)));
+                }
+                parts.push(Part::Var {
+                    name: name.to_owned(),
+                    default,
+                });
+                rest = &after[end + 1..];
+            } else {
+                literal.push('$');
+                rest = &tail[1..];
             }
-            let after = &rest[start + OPEN.len()..];
-            let Some(end) = after.find('}') else {
-                return Err(format!("`{OPEN}` is not closed by `}}`"));
-            };
-            let name = &after[..end];
-            if !is_var_name(name) {
-                return Err(format!(
-                    "`{OPEN}{name}}}` does not name a variable (letters, digits and `_`, not starting with a digit)"
-                ));
-            }
-            parts.push(Part::Var(name.to_owned()));
-            rest = &after[end + 1..];
         }
-        if !rest.is_empty() {
-            parts.push(Part::Literal(rest.to_owned()));
+        literal.push_str(rest);
+        if !literal.is_empty() {
+            parts.push(Part::Literal(literal));
         }
         Ok(Template {
             raw: raw.to_owned(),
@@ -84,26 +113,43 @@ impl Template {
 
     /// True when the template holds at least one placeholder.
     pub fn has_placeholders(&self) -> bool {
-        self.parts.iter().any(|p| matches!(p, Part::Var(_)))
+        self.parts.iter().any(|p| matches!(p, Part::Var { .. }))
     }
 
     /// The names of the variables the template refers to, in order.
     pub fn variables(&self) -> impl Iterator<Item = &str> {
         self.parts.iter().filter_map(|p| match p {
-            Part::Var(name) => Some(name.as_str()),
+            Part::Var { name, .. } => Some(name.as_str()),
             Part::Literal(_) => None,
         })
     }
 
-    /// Expands every placeholder from `env`; an unset variable expands to the
-    /// empty string, as `$NAME` does in a shell. What a variable holds is never
-    /// expanded again.
+    /// The variables that have no default and are not set in `env`.
+    pub fn missing<'a>(&'a self, env: &dyn Env) -> Vec<&'a str> {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Var {
+                    name,
+                    default: None,
+                } if env.var(name).is_none() => Some(name.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Expands every placeholder from `env`.
     pub fn expand(&self, env: &dyn Env) -> Expanded {
         let mut value = String::with_capacity(self.raw.len());
         for part in &self.parts {
             match part {
                 Part::Literal(text) => value.push_str(text),
-                Part::Var(name) => value.push_str(&env.var(name).unwrap_or_default()),
+                Part::Var { name, default } => match (env.var(name), default) {
+                    (Some(v), Some(d)) if v.is_empty() => value.push_str(d),
+                    (Some(v), _) => value.push_str(&v),
+                    (None, Some(d)) => value.push_str(d),
+                    (None, None) => {}
+                },
             }
         }
         Expanded {
@@ -154,17 +200,45 @@ mod tests {
     }
 
     #[test]
-    fn other_dollar_forms_stay_literal() {
-        let t = Template::parse("$HOME ${HOME} $${env:X}").unwrap();
-        assert_eq!(t.expand(&env(&[("X", "x")])).value, "$HOME ${HOME} $x");
+    fn every_syntax_expands() {
+        let e = env(&[("X", "x"), ("EMPTY", "")]);
+        let cases = [
+            ("${env:X}", "x"),
+            ("${X}", "x"),
+            ("${NOPE}", ""),
+            ("${NOPE:-fallback}", "fallback"),
+            ("${env:NOPE:-fallback}", "fallback"),
+            ("${X:-fallback}", "x"),
+            ("${EMPTY:-fallback}", "fallback"),
+            ("${NOPE:-}", ""),
+            ("${NOPE:-a:-b}", "a:-b"),
+            ("$${X}", "${X}"),
+            ("$${env:X} ${X}", "${env:X} x"),
+            ("$HOME $ $$ cost: 5$", "$HOME $ $$ cost: 5$"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(
+                Template::parse(raw).unwrap().expand(&e).value,
+                want,
+                "{raw}"
+            );
+        }
+        assert!(!Template::parse("$${X}").unwrap().has_placeholders());
+    }
+
+    #[test]
+    fn missing_lists_unset_variables_without_default() {
+        let t = Template::parse("${A} ${B:-b} ${env:C} ${D}").unwrap();
+        assert_eq!(t.missing(&env(&[("D", "")])), ["A", "C"]);
     }
 
     #[test]
     fn malformed_placeholders_are_rejected() {
         assert_eq!(
             Template::parse("Bearer ${env:TOKEN").unwrap_err(),
-            "`${env:` is not closed by `}`"
+            "`${` is not closed by `}`"
         );
+        assert!(Template::parse("${}").is_err());
         assert!(Template::parse("${env:}").is_err());
         assert!(Template::parse("${env:1X}").is_err());
         assert!(Template::parse("${env:A-B}").is_err());

@@ -1,0 +1,364 @@
+//! The JSON Schemas of both dialects, and the translation of schema
+//! violations into messages that name the field and the fix.
+
+use std::sync::OnceLock;
+
+use jsonschema::error::ValidationErrorKind;
+use serde_json::Value;
+
+use crate::Dialect;
+
+/// The JSON Schema (draft 2020-12) of core-agent's `mcp.json` dialect.
+pub const CORE_SCHEMA: &str = include_str!("../schema/core.schema.json");
+/// The JSON Schema (draft 2020-12) of the `.mcp.json` (`mcpServers`) dialect.
+pub const MCP_SERVERS_SCHEMA: &str = include_str!("../schema/mcp-servers.schema.json");
+
+/// The schema text of `dialect`, for editors.
+pub fn schema(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Core => CORE_SCHEMA,
+        Dialect::McpServers => MCP_SERVERS_SCHEMA,
+    }
+}
+
+/// One violation, before it is placed in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Violation {
+    pub(crate) pointer: String,
+    pub(crate) message: String,
+    pub(crate) fix: String,
+}
+
+fn validator(dialect: Dialect) -> Result<&'static jsonschema::Validator, String> {
+    static CORE: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
+    static MCP: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
+    let cell = match dialect {
+        Dialect::Core => &CORE,
+        Dialect::McpServers => &MCP,
+    };
+    cell.get_or_init(|| {
+        let schema: Value = serde_json::from_str(schema(dialect)).map_err(|e| e.to_string())?;
+        jsonschema::draft202012::new(&schema).map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(Clone::clone)
+}
+
+/// Validates `root` against the schema of `dialect`.
+pub(crate) fn validate(dialect: Dialect, root: &Value) -> Vec<Violation> {
+    let validator = match validator(dialect) {
+        Ok(v) => v,
+        Err(e) => {
+            return vec![Violation {
+                pointer: String::new(),
+                message: format!("core-agent's built-in schema does not compile: {e}"),
+                fix: "report this as a bug in core-agent".to_owned(),
+            }];
+        }
+    };
+    let mut out: Vec<Violation> = Vec::new();
+    for error in validator.iter_errors(root) {
+        for v in translate(dialect, root, error.instance_path().as_str(), error.kind()) {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    }
+    // A misspelled required key shows up twice: as an unknown key and as a
+    // missing one. The did-you-mean says it all.
+    let typos: Vec<String> = out
+        .iter()
+        .filter_map(|v| {
+            let key = v.fix.strip_prefix("did you mean `")?.strip_suffix("`?")?;
+            Some(format!("{}/{key}", parent(&v.pointer)))
+        })
+        .collect();
+    out.retain(|v| !(v.message.starts_with("missing") || v.message.contains(" needs `")) || !typos.contains(&v.pointer));
+    out
+}
+
+/// Turns one schema error into violations a person can act on.
+fn translate(
+    dialect: Dialect,
+    root: &Value,
+    pointer: &str,
+    kind: &ValidationErrorKind,
+) -> Vec<Violation> {
+    let instance = root.pointer(pointer).unwrap_or(&Value::Null);
+    // An array element is named after its array: `allowedTrustLevels`, not `1`.
+    let leaf = match leaf(pointer) {
+        l if l.parse::<usize>().is_ok() => leaf(parent(pointer)),
+        l => l,
+    };
+    let one = |message: String, fix: String| {
+        vec![Violation {
+            pointer: pointer.to_owned(),
+            message,
+            fix,
+        }]
+    };
+    match kind {
+        ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
+            .iter()
+            .map(|key| {
+                let known = known_keys(dialect, pointer);
+                let fix = match crate::load::closest(key, known) {
+                    Some(k) => format!("did you mean `{k}`?"),
+                    None if known.is_empty() => "remove it".to_owned(),
+                    None => format!("valid fields here are {}", quoted(known)),
+                };
+                Violation {
+                    pointer: format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1")),
+                    message: format!("unknown field `{key}`"),
+                    fix,
+                }
+            })
+            .collect(),
+        ValidationErrorKind::Required { property } => {
+            let field = property.as_str().unwrap_or_default();
+            let (message, fix) = match field {
+                "transport" => (
+                    "missing required field `transport`".to_owned(),
+                    match (instance.get("command"), instance.get("url")) {
+                        (Some(_), None) => "add \"transport\": \"stdio\"".to_owned(),
+                        (None, Some(_)) => "add \"transport\": \"http\"".to_owned(),
+                        _ => {
+                            "add \"transport\": \"stdio\" (with `command`) or \"http\" (with `url`)"
+                                .to_owned()
+                        }
+                    },
+                ),
+                "command" => (
+                    "a stdio server needs `command`, the executable to spawn".to_owned(),
+                    "add \"command\": \"<executable>\"".to_owned(),
+                ),
+                "url" => (
+                    "an http server needs `url`, its streamable HTTP endpoint".to_owned(),
+                    "add \"url\": \"https://…/mcp\"".to_owned(),
+                ),
+                "scopes" => (
+                    "missing required field `scopes`".to_owned(),
+                    "list the OAuth scopes the server documents; there is no default".to_owned(),
+                ),
+                other => (
+                    format!("missing required field `{other}`"),
+                    format!("add `{other}`"),
+                ),
+            };
+            vec![Violation {
+                pointer: format!("{pointer}/{field}"),
+                message,
+                fix,
+            }]
+        }
+        ValidationErrorKind::FalseSchema => {
+            let parent = parent(pointer);
+            let server = root.pointer(parent).unwrap_or(&Value::Null);
+            let kind = transport_of(server);
+            let other = if kind == "stdio" { "http" } else { "stdio" };
+            one(
+                format!(
+                    "a {kind} server cannot have `{leaf}`: a server uses exactly one transport"
+                ),
+                format!(
+                    "remove `{leaf}`, or make this an {other} server and remove the {kind} fields"
+                ),
+            )
+        }
+        ValidationErrorKind::OneOfMultipleValid { .. } => one(
+            "both `command` and `url` are set: a server uses exactly one transport".to_owned(),
+            "remove one of them, or set \"type\" to say which transport you mean".to_owned(),
+        ),
+        ValidationErrorKind::OneOfNotValid { .. } => one(
+            "a server needs `command` (stdio) or `url` (streamable HTTP)".to_owned(),
+            "add \"command\": \"<executable>\" or \"url\": \"https://…/mcp\"".to_owned(),
+        ),
+        ValidationErrorKind::Enum { options } => {
+            let value = instance.as_str().unwrap_or_default();
+            let fix = match (leaf, value) {
+                ("type" | "transport", "sse") => {
+                    "core-agent speaks streamable HTTP only, not the legacy SSE transport; point `url` at the server's streamable HTTP endpoint and use \"http\"".to_owned()
+                }
+                ("transport", "streamable-http" | "streamableHttp" | "streamable_http") => {
+                    "use \"http\", which is streamable HTTP".to_owned()
+                }
+                _ => format!("use one of {}", options_list(options)),
+            };
+            one(format!("unsupported value {instance} in `{leaf}`"), fix)
+        }
+        ValidationErrorKind::Constant { expected_value } => one(
+            format!("unsupported value {instance} in `{leaf}`"),
+            format!("set \"{leaf}\": {expected_value}, the only one this core-agent reads"),
+        ),
+        ValidationErrorKind::Type { .. } => {
+            let expected = expected_type(dialect, pointer);
+            one(
+                format!("expected {expected}, found {}", describe(instance)),
+                format!("write {expected}"),
+            )
+        }
+        ValidationErrorKind::Pattern { .. } if leaf == "url" => one(
+            format!("{instance} is not an http:// or https:// URL"),
+            "write the full endpoint URL, such as \"https://example.com/mcp\"".to_owned(),
+        ),
+        ValidationErrorKind::MinLength { .. } => one(
+            format!("`{leaf}` is empty"),
+            format!("give `{leaf}` a value"),
+        ),
+        ValidationErrorKind::MinItems { .. } if leaf == "scopes" => one(
+            "`scopes` is empty".to_owned(),
+            "list the OAuth scopes the server documents; there is no default".to_owned(),
+        ),
+        ValidationErrorKind::Minimum { limit } => one(
+            format!("{instance} is below {limit}"),
+            format!("use a number of at least {limit}"),
+        ),
+        other => one(
+            format!("{other:?}").to_lowercase(),
+            "see `core-agent config schema`".to_owned(),
+        ),
+    }
+}
+
+fn leaf(pointer: &str) -> &str {
+    pointer.rsplit('/').next().unwrap_or_default()
+}
+
+fn parent(pointer: &str) -> &str {
+    pointer.rfind('/').map_or("", |i| &pointer[..i])
+}
+
+fn segments(pointer: &str) -> Vec<&str> {
+    pointer.split('/').skip(1).collect()
+}
+
+/// `"stdio"` or `"http"`, as the server object declares it.
+fn transport_of(server: &Value) -> &'static str {
+    let declared = server
+        .get("transport")
+        .or_else(|| server.get("type"))
+        .and_then(Value::as_str);
+    match declared {
+        Some("http" | "streamable-http") => "http",
+        Some(_) => "stdio",
+        None if server.get("url").is_some() && server.get("command").is_none() => "http",
+        None => "stdio",
+    }
+}
+
+const CORE_TOP: &[&str] = &[
+    "$schema",
+    "version",
+    "servers",
+    "agentic_wrap",
+    "agentic_wrap_threshold",
+    "agentic_wrap_llm",
+    "agentic_wrap_model",
+];
+const CORE_SERVER: &[&str] = &[
+    "transport",
+    "command",
+    "args",
+    "env",
+    "url",
+    "headers",
+    "auth",
+    "tools",
+    "read_only",
+    "agentic_never",
+    "tool_notes",
+    "cloud",
+];
+const MCP_TOP: &[&str] = &["$schema", "mcpServers", "auggy"];
+const MCP_SERVER: &[&str] = &["type", "command", "args", "env", "url", "headers", "cloud"];
+const POLICY: &[&str] = &[
+    "allowedTools",
+    "blockedTools",
+    "allowedTrustLevels",
+    "toolPolicies",
+    "cloud",
+];
+
+/// The keys valid in the object at `pointer`.
+fn known_keys(dialect: Dialect, pointer: &str) -> &'static [&'static str] {
+    let segs = segments(pointer);
+    match (dialect, segs.as_slice()) {
+        (Dialect::Core, []) => CORE_TOP,
+        (Dialect::Core, ["servers", _]) => CORE_SERVER,
+        (Dialect::Core, ["servers", _, "auth"]) => &["google_oauth"],
+        (Dialect::Core, ["servers", _, "auth", "google_oauth"]) => &["scopes"],
+        (Dialect::McpServers, []) => MCP_TOP,
+        (Dialect::McpServers, ["mcpServers", _]) => MCP_SERVER,
+        (Dialect::McpServers, ["auggy"]) => &["servers"],
+        (Dialect::McpServers, ["auggy", "servers", _]) => POLICY,
+        (Dialect::McpServers, ["auggy", "servers", _, "toolPolicies", _]) => {
+            &["allowedTrustLevels"]
+        }
+        _ => &[],
+    }
+}
+
+/// What the value at `pointer` should be, in words.
+fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
+    let segs = segments(pointer);
+    match (dialect, segs.as_slice()) {
+        (_, []) => "a JSON object",
+        (Dialect::Core, ["servers"]) | (Dialect::McpServers, ["mcpServers"]) => {
+            "an object of name → server, such as {\"fs\": {…}}"
+        }
+        (Dialect::Core, ["servers", _]) | (Dialect::McpServers, ["mcpServers", _]) => {
+            "a server object, such as {\"command\": \"…\"}"
+        }
+        (
+            _,
+            [
+                ..,
+                "args" | "tools" | "scopes" | "allowedTools" | "blockedTools"
+                | "allowedTrustLevels",
+            ],
+        ) => "an array of strings, such as [\"a\", \"b\"]",
+        (_, [.., "env" | "headers" | "tool_notes"]) => {
+            "an object of strings, such as {\"NAME\": \"value\"}"
+        }
+        (
+            _,
+            [
+                ..,
+                "read_only" | "agentic_never" | "agentic_wrap" | "agentic_wrap_llm",
+            ],
+        ) => "true or false",
+        (_, [.., "agentic_wrap_threshold"]) => "a whole number of bytes, such as 8000",
+        (_, [.., "auth" | "google_oauth" | "auggy" | "toolPolicies"]) => "an object",
+        _ => "a string in double quotes",
+    }
+}
+
+fn options_list(options: &Value) -> String {
+    match options.as_array() {
+        Some(items) => items
+            .iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        None => options.to_string(),
+    }
+}
+
+fn quoted(keys: &[&str]) -> String {
+    keys.iter()
+        .map(|k| format!("`{k}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How a JSON value is described in an error ("a number", "a string").
+pub(crate) fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
