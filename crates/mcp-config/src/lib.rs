@@ -1,6 +1,8 @@
 #![doc = include_str!("../README.md")]
 
+mod diagnose;
 mod dotenv;
+mod edit;
 mod env;
 mod error;
 mod load;
@@ -9,7 +11,9 @@ mod schema;
 mod spec;
 mod template;
 
+pub use diagnose::{Finding, Severity, diagnose, secret_kind};
 pub use dotenv::{DotEnv, Layered};
+pub use edit::{INIT_TEXT, NewServer, add_server, remove_server, server_names};
 pub use env::{Env, ProcessEnv};
 pub use error::{Error, Problem, Result};
 pub use load::{ConfigPaths, FileConfig, load, parse_file};

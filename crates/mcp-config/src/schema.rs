@@ -73,7 +73,10 @@ pub(crate) fn validate(dialect: Dialect, root: &Value) -> Vec<Violation> {
             Some(format!("{}/{key}", parent(&v.pointer)))
         })
         .collect();
-    out.retain(|v| !(v.message.starts_with("missing") || v.message.contains(" needs `")) || !typos.contains(&v.pointer));
+    out.retain(|v| {
+        !(v.message.starts_with("missing") || v.message.contains(" needs `"))
+            || !typos.contains(&v.pointer)
+    });
     out
 }
 

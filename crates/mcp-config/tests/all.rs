@@ -13,7 +13,9 @@ use core_agent_mcp_config::{
 use proptest::prelude::*;
 
 fn fixtures(kind: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(kind);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(kind);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -32,7 +34,10 @@ fn check(expected_file: &Path, actual: &str) -> Option<String> {
     }
     let expected = std::fs::read_to_string(expected_file).unwrap_or_default();
     (expected != actual).then(|| {
-        format!("{}:\n--- expected\n{expected}\n--- actual\n{actual}", expected_file.display())
+        format!(
+            "{}:\n--- expected\n{expected}\n--- actual\n{actual}",
+            expected_file.display()
+        )
     })
 }
 
@@ -82,15 +87,27 @@ fn summary(config: &Config) -> String {
         let spec = &s.spec;
         let transport = match &spec.transport {
             Transport::Stdio(t) => {
-                let env: Vec<String> = t.env.iter().map(|(k, v)| format!("{k}={}", v.raw())).collect();
+                let env: Vec<String> = t
+                    .env
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.raw()))
+                    .collect();
                 format!("stdio {} {:?} env={env:?}", t.command, t.args)
             }
             Transport::Http(t) => {
-                let headers: Vec<String> = t.headers.iter().map(|(k, v)| format!("{k}: {}", v.raw())).collect();
+                let headers: Vec<String> = t
+                    .headers
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {}", v.raw()))
+                    .collect();
                 format!("http {} headers={headers:?} auth={:?}", t.url, t.auth)
             }
         };
-        out.push_str(&format!("{} [{}]: {transport}\n", s.name, s.dialect.as_str()));
+        out.push_str(&format!(
+            "{} [{}]: {transport}\n",
+            s.name,
+            s.dialect.as_str()
+        ));
         out.push_str(&format!(
             "    tools={:?} blocked={:?} trust={:?} policies={:?} cloud={:?} read_only={} agentic_never={} notes={:?}\n",
             spec.tools,
@@ -104,10 +121,28 @@ fn summary(config: &Config) -> String {
         ));
     }
     for (name, value) in [
-        ("agentic_wrap", config.agentic_wrap.as_ref().map(|s| s.value.to_string())),
-        ("agentic_wrap_threshold", config.agentic_wrap_threshold.as_ref().map(|s| s.value.to_string())),
-        ("agentic_wrap_llm", config.agentic_wrap_llm.as_ref().map(|s| s.value.to_string())),
-        ("agentic_wrap_model", config.agentic_wrap_model.as_ref().map(|s| s.value.clone())),
+        (
+            "agentic_wrap",
+            config.agentic_wrap.as_ref().map(|s| s.value.to_string()),
+        ),
+        (
+            "agentic_wrap_threshold",
+            config
+                .agentic_wrap_threshold
+                .as_ref()
+                .map(|s| s.value.to_string()),
+        ),
+        (
+            "agentic_wrap_llm",
+            config
+                .agentic_wrap_llm
+                .as_ref()
+                .map(|s| s.value.to_string()),
+        ),
+        (
+            "agentic_wrap_model",
+            config.agentic_wrap_model.as_ref().map(|s| s.value.clone()),
+        ),
     ] {
         if let Some(v) = value {
             out.push_str(&format!("{name} = {v}\n"));
@@ -126,7 +161,11 @@ impl Layout {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".agents")).unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        for (rel, text) in [(".agents/mcp.json", agents), (".mcp.json", dot_mcp), ("home/mcp.json", user)] {
+        for (rel, text) in [
+            (".agents/mcp.json", agents),
+            (".mcp.json", dot_mcp),
+            ("home/mcp.json", user),
+        ] {
             if let Some(text) = text {
                 std::fs::write(dir.path().join(rel), text).unwrap();
             }
@@ -135,16 +174,25 @@ impl Layout {
     }
 
     fn paths(&self) -> ConfigPaths {
-        ConfigPaths::new(self.dir.path().join(".agents"), Some(self.dir.path().join("home/mcp.json")))
+        ConfigPaths::new(
+            self.dir.path().join(".agents"),
+            Some(self.dir.path().join("home/mcp.json")),
+        )
     }
 }
 
 #[test]
 fn three_files_merge_by_name_in_precedence_order() {
     let layout = Layout::new(
-        Some(r#"{"version": 1, "agentic_wrap_threshold": 100, "servers": {"a": {"transport": "stdio", "command": "from-agents"}}}"#),
-        Some(r#"{"mcpServers": {"a": {"command": "from-dot-mcp"}, "b": {"url": "https://b/mcp"}}}"#),
-        Some(r#"{"version": 1, "agentic_wrap_threshold": 5, "agentic_wrap_model": "m", "servers": {"b": {"transport": "stdio", "command": "from-user"}, "c": {"transport": "stdio", "command": "user-only"}}}"#),
+        Some(
+            r#"{"version": 1, "agentic_wrap_threshold": 100, "servers": {"a": {"transport": "stdio", "command": "from-agents"}}}"#,
+        ),
+        Some(
+            r#"{"mcpServers": {"a": {"command": "from-dot-mcp"}, "b": {"url": "https://b/mcp"}}}"#,
+        ),
+        Some(
+            r#"{"version": 1, "agentic_wrap_threshold": 5, "agentic_wrap_model": "m", "servers": {"b": {"transport": "stdio", "command": "from-user"}, "c": {"transport": "stdio", "command": "user-only"}}}"#,
+        ),
     );
     let config = load(&layout.paths()).unwrap();
     let got: Vec<(String, Scope, Dialect, String)> = config
@@ -156,15 +204,35 @@ fn three_files_merge_by_name_in_precedence_order() {
                 Transport::Http(t) => t.url.clone(),
             };
             let file = s.source.file_name().unwrap().to_string_lossy().into_owned();
-            (s.name.clone(), s.scope, s.dialect, format!("{what} from {file}"))
+            (
+                s.name.clone(),
+                s.scope,
+                s.dialect,
+                format!("{what} from {file}"),
+            )
         })
         .collect();
     assert_eq!(
         got,
         [
-            ("a".into(), Scope::Project, Dialect::Core, "from-agents from mcp.json".into()),
-            ("b".into(), Scope::Project, Dialect::McpServers, "https://b/mcp from .mcp.json".into()),
-            ("c".into(), Scope::User, Dialect::Core, "user-only from mcp.json".into()),
+            (
+                "a".into(),
+                Scope::Project,
+                Dialect::Core,
+                "from-agents from mcp.json".into()
+            ),
+            (
+                "b".into(),
+                Scope::Project,
+                Dialect::McpServers,
+                "https://b/mcp from .mcp.json".into()
+            ),
+            (
+                "c".into(),
+                Scope::User,
+                Dialect::Core,
+                "user-only from mcp.json".into()
+            ),
         ]
     );
     let threshold = config.agentic_wrap_threshold.unwrap();
@@ -196,17 +264,26 @@ fn a_bad_dotenv_names_file_and_line() {
     let layout = Layout::new(None, None, None);
     std::fs::write(layout.dir.path().join(".env"), "A=1\nB\n").unwrap();
     let err = load(&layout.paths()).unwrap_err().to_string();
-    assert!(err.ends_with(".env:2:1: /: `B` is not `NAME=value`; write one `NAME=value` per line"), "{err}");
+    assert!(
+        err.ends_with(".env:2:1: /: `B` is not `NAME=value`; write one `NAME=value` per line"),
+        "{err}"
+    );
 }
 
 #[test]
 fn problems_carry_file_line_column_server_and_pointer() {
-    let text = "{\"version\": 1,\n \"servers\": {\"fs\": {\"transport\": \"stdio\", \"comand\": \"x\"}}}";
+    let text =
+        "{\"version\": 1,\n \"servers\": {\"fs\": {\"transport\": \"stdio\", \"comand\": \"x\"}}}";
     let mut problems = Vec::new();
     parse_file(text, Path::new("p/mcp.json"), Scope::User, &mut problems).unwrap();
     let first: &Problem = &problems[0];
     assert_eq!(
-        (first.line, first.column, first.server.as_deref(), first.pointer.as_str()),
+        (
+            first.line,
+            first.column,
+            first.server.as_deref(),
+            first.pointer.as_str()
+        ),
         (Some(2), Some(43), Some("fs"), "/servers/fs/comand")
     );
 }
@@ -214,7 +291,12 @@ fn problems_carry_file_line_column_server_and_pointer() {
 fn server_file(names_and_commands: &[(String, String)]) -> String {
     let servers: serde_json::Map<String, serde_json::Value> = names_and_commands
         .iter()
-        .map(|(n, c)| (n.clone(), serde_json::json!({"transport": "stdio", "command": c})))
+        .map(|(n, c)| {
+            (
+                n.clone(),
+                serde_json::json!({"transport": "stdio", "command": c}),
+            )
+        })
         .collect();
     serde_json::json!({"version": 1, "servers": servers}).to_string()
 }

@@ -13,7 +13,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use core_agent_mcp_config::{HttpSpec, ProcessEnv, Scope, ServerEntry, ServerSpec, Transport};
+use core_agent_mcp_config::{
+    Dialect, HttpSpec, ProcessEnv, Scope, ServerEntry, ServerSpec, Transport,
+};
 use core_agent_mcp_transport::model::JsonObject;
 use core_agent_mcp_transport::{AcceptDefaults, Servers, StartOptions, Status};
 use serde_json::json;
@@ -29,17 +31,12 @@ async fn main() -> ExitCode {
         name: "conformance".into(),
         scope: Scope::Project,
         source: PathBuf::from("<conformance>"),
-        spec: ServerSpec {
-            transport: Transport::Http(HttpSpec {
-                url,
-                headers: Default::default(),
-                auth: None,
-            }),
-            tools: Vec::new(),
-            read_only: false,
-            agentic_never: false,
-            tool_notes: Default::default(),
-        },
+        dialect: Dialect::Core,
+        spec: ServerSpec::new(Transport::Http(HttpSpec {
+            url,
+            headers: Default::default(),
+            auth: None,
+        })),
     };
     let options = StartOptions {
         elicitor: Arc::new(AcceptDefaults),

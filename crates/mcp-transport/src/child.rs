@@ -9,7 +9,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{AsyncWriteExt, DuplexStream};
+use tokio::process::{Child, ChildStdin, Command};
 
 use crate::StartError;
 
@@ -47,17 +48,22 @@ pub(crate) struct ChildProcess {
     pid: Option<u32>,
     stderr: StderrTail,
     drain: Option<tokio::task::JoinHandle<()>>,
+    noise: Arc<Mutex<Option<String>>>,
 }
 
 impl ChildProcess {
     /// Spawns `command` in a process group of its own with stdin and stdout
     /// piped for MCP and stderr drained into a tail.
+    ///
+    /// stdout goes through a filter: JSON lines reach the returned reader,
+    /// anything else (a banner, a log line) is dropped and the first such
+    /// line is kept for [`ChildProcess::stdout_noise`].
     pub(crate) fn spawn(
         server: &str,
         command: &str,
         args: &[String],
         env: &BTreeMap<String, String>,
-    ) -> Result<(ChildProcess, ChildStdout, ChildStdin), StartError> {
+    ) -> Result<(ChildProcess, DuplexStream, ChildStdin), StartError> {
         let mut cmd = Command::new(command);
         cmd.args(args)
             .envs(env)
@@ -102,6 +108,9 @@ impl ChildProcess {
                 }
             })
         });
+        let noise = Arc::new(Mutex::new(None));
+        let (reader, writer) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(filter_stdout(stdout, writer, noise.clone()));
         let pid = child.id();
         Ok((
             ChildProcess {
@@ -109,8 +118,9 @@ impl ChildProcess {
                 pid,
                 stderr: tail,
                 drain,
+                noise,
             },
-            stdout,
+            reader,
             stdin,
         ))
     }
@@ -124,6 +134,11 @@ impl ChildProcess {
             let _ = tokio::time::timeout(Duration::from_millis(500), drain).await;
         }
         self.stderr.lines()
+    }
+
+    /// The first line the child wrote to stdout that was not a protocol message.
+    pub(crate) fn stdout_noise(&self) -> Option<String> {
+        self.noise.lock().ok().and_then(|n| n.clone())
     }
 
     /// The exit status, if the child has exited.
@@ -163,6 +178,43 @@ impl ChildProcess {
             let _ = killpg(Pid::from_raw(pid), signal);
         }
     }
+}
+
+/// Copies JSON lines from the child's stdout to `out`; remembers the first
+/// line that is not JSON.
+async fn filter_stdout(
+    stdout: tokio::process::ChildStdout,
+    mut out: DuplexStream,
+    noise: Arc<Mutex<Option<String>>>,
+) {
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let first = line.iter().find(|b| !b.is_ascii_whitespace());
+                match first {
+                    Some(b'{' | b'[') => {
+                        if out.write_all(&line).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(_) => {
+                        if let Ok(mut slot) = noise.lock()
+                            && slot.is_none()
+                        {
+                            let text = String::from_utf8_lossy(&line);
+                            *slot = Some(truncate(text.trim(), TAIL_LINE_BYTES));
+                        }
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    let _ = out.shutdown().await;
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -26,26 +26,40 @@ pub enum StartError {
         message: String,
     },
     /// The child exited before the handshake finished.
-    #[error("exited during start ({status}){}", stderr_suffix(stderr))]
+    #[error(
+        "exited during start ({status}){}{}",
+        noise_suffix(stdout),
+        stderr_suffix(stderr)
+    )]
     Exited {
         /// How it exited (`exit status: 1`, `signal: 9`).
         status: String,
+        /// The first line it wrote to stdout that was not a protocol message.
+        stdout: Option<String>,
         /// The last lines it wrote to stderr.
         stderr: Vec<String>,
     },
     /// Start (spawn or connect, initialize, list tools) took too long.
-    #[error("did not finish starting within {}; is the server stuck, or does it need a longer start timeout?", humanize(*after))]
+    #[error("did not finish starting within {}{}; is the server stuck, or does it need a longer start timeout?", humanize(*after), noise_suffix(stdout))]
     Timeout {
         /// The limit that was hit.
         after: Duration,
+        /// The first line a stdio child wrote to stdout that was not a protocol message.
+        stdout: Option<String>,
         /// The last lines a stdio child wrote to stderr.
         stderr: Vec<String>,
     },
     /// The handshake failed (HTTP status, protocol error, connection refused).
-    #[error("initialize failed: {message}{}", stderr_suffix(stderr))]
+    #[error(
+        "initialize failed: {message}{}{}",
+        noise_suffix(stdout),
+        stderr_suffix(stderr)
+    )]
     Initialize {
         /// What went wrong.
         message: String,
+        /// The first line a stdio child wrote to stdout that was not a protocol message.
+        stdout: Option<String>,
         /// The last lines a stdio child wrote to stderr.
         stderr: Vec<String>,
     },
@@ -103,6 +117,15 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+}
+
+fn noise_suffix(line: &Option<String>) -> String {
+    match line {
+        Some(line) => format!(
+            " (it wrote non-protocol text to stdout: `{line}`; a stdio server must write only JSON-RPC there, and log to stderr)"
+        ),
+        None => String::new(),
+    }
 }
 
 fn stderr_suffix(lines: &[String]) -> String {

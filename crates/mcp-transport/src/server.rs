@@ -132,6 +132,15 @@ impl Server {
         }
     }
 
+    /// The first line a stdio server wrote to stdout that was not a protocol
+    /// message (such lines are dropped; a well-behaved server writes none).
+    pub fn stdout_noise(&self) -> Option<String> {
+        match &self.state {
+            State::Connected(c) => c.child.as_ref().and_then(ChildProcess::stdout_noise),
+            _ => None,
+        }
+    }
+
     /// What the server said about itself in `initialize`.
     pub fn server_info(&self) -> Option<Implementation> {
         match &self.state {
@@ -367,10 +376,16 @@ async fn start_stdio(
                 None => child.wait_exit(Duration::from_millis(200)).await,
             };
             let stderr = child.stderr_lines().await;
+            let stdout = child.stdout_noise();
             match (exited, e) {
-                (Some(status), _) => StartError::Exited { status, stderr },
+                (Some(status), _) => StartError::Exited {
+                    status,
+                    stdout,
+                    stderr,
+                },
                 (None, HandshakeError::Init(e)) => StartError::Initialize {
                     message: init_message(&e),
+                    stdout,
                     stderr,
                 },
                 (None, HandshakeError::List(e)) => StartError::ListTools {
@@ -380,6 +395,7 @@ async fn start_stdio(
         }
         None => StartError::Timeout {
             after: options.timeout,
+            stdout: child.stdout_noise(),
             stderr: child.stderr_lines().await,
         },
     };
@@ -415,6 +431,7 @@ async fn start_http(
         Some(Ok((service, tools))) => Ok((service, tools, None)),
         Some(Err(HandshakeError::Init(e))) => Err(StartError::Initialize {
             message: init_message(&e),
+            stdout: None,
             stderr: Vec::new(),
         }),
         Some(Err(HandshakeError::List(e))) => Err(StartError::ListTools {
@@ -422,6 +439,7 @@ async fn start_http(
         }),
         None => Err(StartError::Timeout {
             after: options.timeout,
+            stdout: None,
             stderr: Vec::new(),
         }),
     }

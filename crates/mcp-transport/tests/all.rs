@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use core_agent_mcp_config::{
-    AuthSpec, HttpSpec, Scope, ServerEntry, ServerSpec, StdioSpec, Template, Transport,
+    AuthSpec, Dialect, HttpSpec, Scope, ServerEntry, ServerSpec, StdioSpec, Template, Transport,
 };
 use core_agent_mcp_transport::model::{
     CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
@@ -38,13 +38,8 @@ fn entry(name: &str, transport: Transport) -> ServerEntry {
         name: name.to_owned(),
         scope: Scope::Project,
         source: PathBuf::from(".agents/mcp.json"),
-        spec: ServerSpec {
-            transport,
-            tools: Vec::new(),
-            read_only: false,
-            agentic_never: false,
-            tool_notes: BTreeMap::new(),
-        },
+        dialect: Dialect::Core,
+        spec: ServerSpec::new(transport),
     }
 }
 
