@@ -16,12 +16,12 @@ fn a_mixed_transport_server_is_rejected_before_anything_starts() {
     p.write(".agents/mcp.json", &config.to_string());
     let run = p.run(&["mcp", "list"]);
     run.expect_code(2);
-    // Paths are shown as given (here relative to the working directory).
-    let expected = format!(
-        "core-agent: bad config:\n{}: server `mixed`: /servers/mixed/url: a stdio server cannot have `url`: a server uses exactly one transport; remove `url`, or make this an http server and remove the stdio fields\n",
-        ".agents/mcp.json"
+    // Paths are shown as given (here relative to the working directory),
+    // with the line and column of the offending key.
+    assert_eq!(
+        run.stderr,
+        "core-agent: bad config:\n.agents/mcp.json:1:158: server `mixed`: /servers/mixed/url: a stdio server cannot have `url`: a server uses exactly one transport; remove `url`, or make this an http server and remove the stdio fields\n"
     );
-    assert_eq!(run.stderr, expected);
     assert!(
         !marker.exists(),
         "no server may be spawned when the config is invalid"
@@ -41,14 +41,10 @@ fn config_errors_name_file_server_field_and_fix() {
     );
     let run = p.run(&["mcp", "list"]);
     run.expect_code(2);
-    let f = ".agents/mcp.json";
-    let expected = format!(
-        "core-agent: bad config:\n\
-         {f}: server `a`: /servers/a/transport: unknown transport \"carrier-pigeon\"; use \"stdio\" or \"http\"\n\
-         {f}: server `b`: /servers/b/url: an http server needs `url`, its streamable HTTP endpoint; add \"url\": \"https://…/mcp\"\n\
-         {f}: server `c`: /servers/c/comand: unknown field `comand`; did you mean `command`?\n\
-         {f}: server `c`: /servers/c/command: a stdio server needs `command`, the executable to spawn; add \"command\": \"<executable>\"\n"
-    );
+    let expected = "core-agent: bad config:\n\
+         .agents/mcp.json:2:19: server `a`: /servers/a/transport: unsupported value \"carrier-pigeon\" in `transport`; use one of \"stdio\", \"http\"\n\
+         .agents/mcp.json:3:13: server `b`: /servers/b/url: an http server needs `url`, its streamable HTTP endpoint; add \"url\": \"https://…/mcp\"\n\
+         .agents/mcp.json:4:41: server `c`: /servers/c/comand: unknown field `comand`; did you mean `command`?\n";
     assert_eq!(run.stderr, expected);
 }
 
@@ -74,7 +70,7 @@ fn version_must_be_one() {
     run.expect_code(2);
     assert!(
         run.stderr
-            .contains("/version: unsupported version 2; set \"version\": 1"),
+            .contains("/version: unsupported value 2 in `version`; set \"version\": 1"),
         "{}",
         run.stderr
     );

@@ -188,10 +188,8 @@ fn global_flags_work_after_the_subcommand() {
 #[test]
 fn the_repository_demo_config_is_valid() {
     // The README's run command uses the repository's own .agents/mcp.json.
-    let paths = core_agent_mcp_config::ConfigPaths {
-        project: core_agent_e2e::root().join(".agents/mcp.json"),
-        user: None,
-    };
+    let paths =
+        core_agent_mcp_config::ConfigPaths::only(core_agent_e2e::root().join(".agents/mcp.json"));
     let config = core_agent_mcp_config::load(&paths).unwrap();
     assert_eq!(config.servers.len(), 1);
     assert_eq!(config.servers[0].name, "demo");

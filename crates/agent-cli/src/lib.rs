@@ -1,8 +1,14 @@
 #![doc = include_str!("../README.md")]
 
+mod config_view;
 pub mod demo;
+mod doctor;
 mod error;
 mod host;
+mod text;
 
+pub use config_view::{ConfigReport, FileReport, SettingReport, config_report};
+pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
 pub use error::{Error, Result};
 pub use host::{Host, HostOptions, ServerReport, ToolReport};
+pub use text::terminal_safe;

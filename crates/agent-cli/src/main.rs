@@ -3,15 +3,15 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{IsTerminal, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use core_agent::{Host, HostOptions};
-use core_agent_mcp_config::{ConfigPaths, ProcessEnv};
+use core_agent::{DoctorOptions, DoctorReport, Host, HostOptions};
+use core_agent_mcp_config::{ConfigPaths, Dialect, NewServer, Scope};
 use core_agent_mcp_transport::model::{
     CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
 };
@@ -45,9 +45,12 @@ struct Global {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Inspect the configured MCP servers.
+    /// Inspect, check and edit the configured MCP servers.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Show the effective config, or the JSON Schema of mcp.json.
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// List the namespaced tools the model would see.
     Tools {
         /// Print a JSON array of {name, server, tool, description, input_schema}.
@@ -76,6 +79,77 @@ enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Check the config and the servers; exit 1 when something is wrong.
+    Doctor {
+        /// Also check what a cloud deployment cannot run.
+        #[arg(long)]
+        cloud: bool,
+        /// Do not connect to the servers.
+        #[arg(long)]
+        offline: bool,
+        /// Print a JSON object of {findings, servers, tools, token_estimate, errors, warnings}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a server: `add NAME -- COMMAND [ARGS…]` (stdio) or `add NAME --url URL` (http).
+    Add {
+        /// The server's name (its tool prefix).
+        name: String,
+        /// Which file to write: project (`<agents-dir>/mcp.json`) or user.
+        #[arg(long, value_enum, default_value_t = ScopeArg::Project)]
+        scope: ScopeArg,
+        /// A stdio server's environment variable, `K=V` (repeatable; `${NAME}` placeholders allowed).
+        #[arg(long = "env", value_name = "K=V")]
+        env: Vec<String>,
+        /// A streamable HTTP server's URL.
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
+        /// An HTTP header, `'K: V'` (repeatable; `${NAME}` placeholders allowed).
+        #[arg(long = "header", value_name = "K: V", requires = "url")]
+        headers: Vec<String>,
+        /// The stdio command and its arguments, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Remove a server from the file that declares it.
+    Remove {
+        /// The server's name.
+        name: String,
+        /// Only look in this scope's file.
+        #[arg(long, value_enum)]
+        scope: Option<ScopeArg>,
+    },
+    /// Create `<agents-dir>/mcp.json` with no servers, unless it exists.
+    Init,
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Print the effective merged config, with where each value came from.
+    Show {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the JSON Schema (draft 2020-12) of a dialect, for editors.
+    Schema {
+        /// `core` (mcp.json) or `mcpServers` (.mcp.json).
+        #[arg(long, value_enum, default_value_t = DialectArg::Core)]
+        dialect: DialectArg,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ScopeArg {
+    Project,
+    User,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DialectArg {
+    Core,
+    #[value(name = "mcpServers")]
+    McpServers,
 }
 
 /// Exit codes: 0 ok, 1 the work failed, 2 bad usage or bad config.
@@ -142,6 +216,56 @@ async fn run(cli: Cli) -> u8 {
         return USAGE;
     };
     let paths = ConfigPaths::new(&cli.global.agents_dir, cli.global.user_config.clone());
+    let mut options = HostOptions {
+        call_timeout,
+        ..HostOptions::default()
+    };
+    options.start.timeout = start_timeout;
+    options.start.elicitor = Arc::new(NoticeDecline);
+    match &cli.command {
+        Command::Config(ConfigCommand::Schema { dialect }) => {
+            let dialect = match dialect {
+                DialectArg::Core => Dialect::Core,
+                DialectArg::McpServers => Dialect::McpServers,
+            };
+            print!("{}", core_agent_mcp_config::schema(dialect));
+            return 0;
+        }
+        Command::Mcp(McpCommand::Add {
+            name,
+            scope,
+            env,
+            url,
+            headers,
+            command,
+        }) => {
+            return add(&paths, name, *scope, env, url.as_deref(), headers, command);
+        }
+        Command::Mcp(McpCommand::Remove { name, scope }) => return remove(&paths, name, *scope),
+        Command::Mcp(McpCommand::Init) => return init(&paths),
+        Command::Mcp(McpCommand::Doctor {
+            cloud,
+            offline,
+            json,
+        }) => {
+            let loaded = core_agent_mcp_config::load(&paths);
+            let doctor_options = DoctorOptions {
+                cloud: *cloud,
+                offline: *offline,
+                host: options,
+            };
+            let report = tokio::select! {
+                report = core_agent::doctor(loaded.as_ref(), doctor_options) => report,
+                signal = interrupted() => {
+                    eprintln!("core-agent: {signal}");
+                    return 130;
+                }
+            };
+            print_doctor(&report, *json);
+            return if report.errors > 0 { FAILED } else { 0 };
+        }
+        _ => {}
+    }
     let config = match core_agent_mcp_config::load(&paths) {
         Ok(c) => c,
         Err(e) => {
@@ -149,13 +273,12 @@ async fn run(cli: Cli) -> u8 {
             return USAGE;
         }
     };
-    let mut options = HostOptions {
-        call_timeout,
-        ..HostOptions::default()
-    };
-    options.start.timeout = start_timeout;
-    options.start.elicitor = Arc::new(NoticeDecline);
-    let mut host = Host::start(&config, &ProcessEnv, options, &report_ready).await;
+    if let Command::Config(ConfigCommand::Show { json }) = &cli.command {
+        print_config(&config, *json);
+        return 0;
+    }
+    let env = config.dotenv.over_process();
+    let mut host = Host::start(&config, &env, options, &report_ready).await;
     for warning in host.catalog().warnings() {
         eprintln!("core-agent: mcp: {warning}");
     }
@@ -181,7 +304,7 @@ async fn execute(host: &Host, command: &Command, call_args: Option<JsonObject>) 
             } else {
                 for r in reports {
                     let detail = match &r.error {
-                        Some(e) => format!("error: {}", first_line(e)),
+                        Some(e) => format!("error: {}", clean(first_line(e))),
                         None => format!("{} tools", r.tools),
                     };
                     println!(
@@ -198,7 +321,7 @@ async fn execute(host: &Host, command: &Command, call_args: Option<JsonObject>) 
                 print_json(&tools);
             } else {
                 for t in tools {
-                    println!("{}\n    {}", t.name, first_line(&t.description));
+                    println!("{}\n    {}", t.name, clean(first_line(&t.description)));
                 }
             }
             0
@@ -224,12 +347,298 @@ async fn execute(host: &Host, command: &Command, call_args: Option<JsonObject>) 
                     USAGE
                 }
                 Err(e) => {
-                    eprintln!("core-agent: {e}");
+                    eprintln!("core-agent: {}", clean(&e.to_string()));
                     FAILED
                 }
             }
         }
-        Command::DemoServer => 0,
+        Command::DemoServer | Command::Config(_) => 0,
+        Command::Mcp(_) => USAGE,
+    }
+}
+
+fn add(
+    paths: &ConfigPaths,
+    name: &str,
+    scope: ScopeArg,
+    env: &[String],
+    url: Option<&str>,
+    headers: &[String],
+    command: &[String],
+) -> u8 {
+    let server = match (url, command.split_first()) {
+        (Some(url), None) => {
+            let mut parsed = Vec::new();
+            for h in headers {
+                let Some((k, v)) = h.split_once(':') else {
+                    eprintln!(
+                        "core-agent: --header `{}` is not `Name: value`",
+                        first_word(h)
+                    );
+                    return USAGE;
+                };
+                parsed.push((k.trim().to_owned(), v.trim().to_owned()));
+            }
+            NewServer::Http {
+                url: url.to_owned(),
+                headers: parsed,
+            }
+        }
+        (None, Some((cmd, args))) => {
+            let mut parsed = Vec::new();
+            for pair in env {
+                let Some((k, v)) = pair.split_once('=') else {
+                    eprintln!(
+                        "core-agent: --env `{}` is not `NAME=value`",
+                        first_word(pair)
+                    );
+                    return USAGE;
+                };
+                parsed.push((k.to_owned(), v.to_owned()));
+            }
+            NewServer::Stdio {
+                command: cmd.clone(),
+                args: args.to_vec(),
+                env: parsed,
+            }
+        }
+        (None, None) => {
+            eprintln!(
+                "core-agent: say how to reach the server: `mcp add NAME -- COMMAND [ARGS…]` or `mcp add NAME --url URL`"
+            );
+            return USAGE;
+        }
+        (Some(_), Some(_)) => {
+            eprintln!("core-agent: give either --url or a command after `--`, not both");
+            return USAGE;
+        }
+    };
+    if !env.is_empty() && url.is_some() {
+        eprintln!("core-agent: --env is for stdio servers; an http server takes --header");
+        return USAGE;
+    }
+    let Some(path) = scope_file(paths, scope) else {
+        eprintln!(
+            "core-agent: HOME is not set, so there is no user config; pass --user-config FILE"
+        );
+        return USAGE;
+    };
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            eprintln!("core-agent: cannot read {}: {e}", path.display());
+            return FAILED;
+        }
+    };
+    let text = match core_agent_mcp_config::add_server(&path, existing.as_deref(), name, &server) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("core-agent: {e}");
+            return USAGE;
+        }
+    };
+    if let Err(e) = write_file(&path, &text) {
+        eprintln!("core-agent: cannot write {}: {e}", path.display());
+        return FAILED;
+    }
+    let pairs = match &server {
+        NewServer::Stdio { env, .. } => env,
+        NewServer::Http { headers, .. } => headers,
+    };
+    for (k, v) in pairs {
+        if !v.contains("${")
+            && let Some(kind) = core_agent_mcp_config::secret_kind(k, v)
+        {
+            eprintln!(
+                "core-agent: warning: `{k}` holds {kind}; put it in .env and write ${{{k}}} instead, so the file can be committed"
+            );
+        }
+    }
+    println!("added server `{name}` to {}", path.display());
+    0
+}
+
+fn remove(paths: &ConfigPaths, name: &str, scope: Option<ScopeArg>) -> u8 {
+    let wanted = scope.map(|s| match s {
+        ScopeArg::Project => Scope::Project,
+        ScopeArg::User => Scope::User,
+    });
+    let mut everywhere = Vec::new();
+    for (path, file_scope) in paths.files() {
+        if wanted.is_some_and(|w| w != file_scope) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        match core_agent_mcp_config::remove_server(&path, &text, name) {
+            Ok(Some(new_text)) => {
+                if let Err(e) = write_file(&path, &new_text) {
+                    eprintln!("core-agent: cannot write {}: {e}", path.display());
+                    return FAILED;
+                }
+                println!("removed server `{name}` from {}", path.display());
+                return 0;
+            }
+            Ok(None) => {
+                everywhere
+                    .extend(core_agent_mcp_config::server_names(&path, &text).unwrap_or_default());
+            }
+            Err(e) => {
+                eprintln!("core-agent: {e}");
+                return USAGE;
+            }
+        }
+    }
+    let known = if everywhere.is_empty() {
+        "no servers are configured".to_owned()
+    } else {
+        format!("configured servers: {}", everywhere.join(", "))
+    };
+    eprintln!("core-agent: no server named `{name}`; {known}");
+    USAGE
+}
+
+fn init(paths: &ConfigPaths) -> u8 {
+    if paths.project.exists() {
+        println!("{} already exists; left as it is", paths.project.display());
+        return 0;
+    }
+    match write_file(&paths.project, core_agent_mcp_config::INIT_TEXT) {
+        Ok(()) => {
+            println!("created {}", paths.project.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("core-agent: cannot write {}: {e}", paths.project.display());
+            FAILED
+        }
+    }
+}
+
+fn scope_file(paths: &ConfigPaths, scope: ScopeArg) -> Option<PathBuf> {
+    match scope {
+        ScopeArg::Project => Some(paths.project.clone()),
+        ScopeArg::User => paths.user.clone(),
+    }
+}
+
+/// Writes `text` to `path` through a temporary file, creating the directory.
+fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+fn first_word(s: &str) -> String {
+    s.chars()
+        .take_while(|c| !c.is_whitespace())
+        .take(24)
+        .collect()
+}
+
+fn print_doctor(report: &DoctorReport, json: bool) {
+    if json {
+        print_json(report);
+        return;
+    }
+    for f in &report.findings {
+        let mut line = format!("{:<9}{}", format!("{}:", f.severity), f.check);
+        if let Some(server) = &f.server {
+            line.push_str(&format!(" [{server}]"));
+        }
+        if let Some(field) = &f.field {
+            line.push_str(&format!(" {field}"));
+        }
+        println!("{line}\n        {}; {}", clean(&f.message), f.fix);
+    }
+    for s in &report.servers {
+        match &s.error {
+            None => println!(
+                "server  {} ({}): connected, {} tools in {} ms",
+                s.name, s.transport, s.tools, s.ms
+            ),
+            Some(e) => println!(
+                "server  {} ({}): error after {} ms: {}",
+                s.name,
+                s.transport,
+                s.ms,
+                clean(first_line(e))
+            ),
+        }
+    }
+    if !report.servers.is_empty() {
+        println!(
+            "tools   {} tools, about {} tokens of tool definitions per request",
+            report.tools, report.token_estimate
+        );
+    }
+    println!(
+        "doctor: {} error(s), {} warning(s)",
+        report.errors, report.warnings
+    );
+}
+
+fn print_config(config: &core_agent_mcp_config::Config, json: bool) {
+    let report = core_agent::config_report(config);
+    if json {
+        print_json(&report);
+        return;
+    }
+    println!("files (highest precedence first):");
+    for f in &report.files {
+        let state = match (&f.dialect, f.found) {
+            (Some(d), true) => format!("{d} dialect"),
+            _ => "not found".to_owned(),
+        };
+        println!("  {:<8} {} ({state})", f.scope, f.path);
+    }
+    if let Some(dotenv) = &report.dotenv {
+        println!(".env: {dotenv}");
+    }
+    println!("settings:");
+    for (name, setting) in &report.settings {
+        match setting {
+            Some(s) => println!("  {name} = {} (from {})", s.value, s.source),
+            None => println!("  {name}: not set"),
+        }
+    }
+    println!("servers:");
+    for server in &report.servers {
+        let get = |k: &str| {
+            server
+                .get(k)
+                .map(|v| {
+                    v.as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| v.to_string())
+                })
+                .unwrap_or_default()
+        };
+        println!(
+            "  {} ({}, {} scope, from {})",
+            get("name"),
+            get("transport"),
+            get("scope"),
+            get("source")
+        );
+        if let Some(obj) = server.as_object() {
+            for (k, v) in obj {
+                if ["name", "transport", "scope", "source"].contains(&k.as_str())
+                    || v.is_null()
+                    || v == &serde_json::json!([])
+                    || v == &serde_json::json!({})
+                    || v == &serde_json::json!(false)
+                {
+                    continue;
+                }
+                println!("    {k}: {v}");
+            }
+        }
     }
 }
 
@@ -276,7 +685,7 @@ fn report_ready(server: &Server) {
             "core-agent: mcp: {} ({}): error after {ms} ms: {}",
             server.name(),
             server.transport(),
-            server.error().map(ToString::to_string).unwrap_or_default()
+            clean(&server.error().map(ToString::to_string).unwrap_or_default())
         ),
     }
 }
@@ -292,9 +701,9 @@ fn print_result(result: &CallToolResult) {
     let mut printed = false;
     for block in &result.content {
         if let Some(text) = block.as_text() {
-            println!("{}", text.text);
+            println!("{}", clean(&text.text));
         } else {
-            println!("{}", describe_block(block));
+            println!("{}", clean(&describe_block(block)));
         }
         printed = true;
     }
@@ -319,6 +728,10 @@ fn describe_block(block: &ContentBlock) -> String {
         }
         _ => "[content]".to_owned(),
     }
+}
+
+fn clean(s: &str) -> String {
+    core_agent::terminal_safe(s)
 }
 
 fn first_line(s: &str) -> &str {
@@ -357,7 +770,7 @@ impl Elicitor for NoticeDecline {
         };
         eprintln!(
             "core-agent: mcp: {server}: declined an elicitation request ({}); {how}",
-            describe_request(&request)
+            clean(&describe_request(&request))
         );
         Box::pin(std::future::ready(ElicitResult::new(
             ElicitationAction::Decline,

@@ -9,7 +9,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use core_agent::{Error, Host, HostOptions, ServerReport};
-use core_agent_mcp_config::{Config, Scope, ServerEntry, ServerSpec, StdioSpec, Transport};
+use core_agent_mcp_config::{
+    Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport,
+};
 use core_agent_mcp_transport::model::{CallToolResult, JsonObject};
 use expect_test::expect;
 use serde_json::{Value, json};
@@ -19,17 +21,12 @@ fn stdio(name: &str, command: &str, args: &[&str]) -> ServerEntry {
         name: name.to_owned(),
         scope: Scope::Project,
         source: PathBuf::from(".agents/mcp.json"),
-        spec: ServerSpec {
-            transport: Transport::Stdio(StdioSpec {
-                command: command.to_owned(),
-                args: args.iter().map(|a| (*a).to_owned()).collect(),
-                env: BTreeMap::new(),
-            }),
-            tools: Vec::new(),
-            read_only: false,
-            agentic_never: false,
-            tool_notes: BTreeMap::new(),
-        },
+        dialect: Dialect::Core,
+        spec: ServerSpec::new(Transport::Stdio(StdioSpec {
+            command: command.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            env: BTreeMap::new(),
+        })),
     }
 }
 

@@ -2,6 +2,8 @@
 
 mod catalog;
 mod names;
+mod preflight;
 
 pub use catalog::{Catalog, CatalogEntry, DiscoveredTool, Warning};
 pub use names::{namespaced, sanitize};
+pub use preflight::{MAX_SCHEMA_BYTES, PreflightIssue, estimate_tokens, preflight};

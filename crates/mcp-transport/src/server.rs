@@ -8,7 +8,9 @@ use futures::stream::FuturesUnordered;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Implementation, JsonObject, Tool};
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
 use rmcp::{RoleClient, ServiceExt};
 
 use crate::child::ChildProcess;
@@ -450,12 +452,51 @@ enum HandshakeError {
     List(rmcp::ServiceError),
 }
 
-/// The initialize error in words, with the HTTP auth challenge when there is one.
+/// The initialize error in words a person can act on: the HTTP status and
+/// `WWW-Authenticate` challenge, or the innermost cause of a connection
+/// failure, rather than rmcp's type names.
 fn init_message(e: &ClientInitializeError) -> String {
-    let mut message = e.to_string();
     if let Some(challenge) = e.auth_challenge() {
-        message =
-            format!("the server requires authorization (WWW-Authenticate: {challenge}); {message}");
+        return format!(
+            "the server requires authorization (HTTP 401, WWW-Authenticate: {challenge}); add a token to `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\""
+        );
     }
-    message
+    let text = e.to_string();
+    if let Some(i) = text.find("unexpected server response: ") {
+        let rest = &text[i + "unexpected server response: ".len()..];
+        let status = rest
+            .split(", when")
+            .next()
+            .unwrap_or(rest)
+            .trim_end_matches([':', ' ']);
+        let hint = if status.contains(" 401") || status.contains(" 403") {
+            "; the server wants credentials: add them to `headers`"
+        } else if status.contains(" 404") {
+            "; check the path of `url` (streamable HTTP endpoints usually end in /mcp)"
+        } else {
+            ""
+        };
+        return format!("the server answered {status}{hint}");
+    }
+    // A connection failure: the innermost cause says the most
+    // ("Connection refused (os error 111)", "dns error: …").
+    if let ClientInitializeError::TransportError { error, .. } = e
+        && let Some(StreamableHttpError::Client(client)) = error
+            .error
+            .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    {
+        let mut cause: &dyn std::error::Error = client;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        return format!("cannot reach the server: {cause}");
+    }
+    let text = match text.find("] error: ") {
+        Some(i) => text[i + "] error: ".len()..].to_owned(),
+        None => text,
+    };
+    text.split(", when send")
+        .next()
+        .unwrap_or_default()
+        .to_owned()
 }

@@ -1,0 +1,234 @@
+use std::path::Path;
+
+use core_agent_mcp_config::{Config, Finding, Severity, Transport, diagnose};
+use core_agent_mcp_policy::{estimate_tokens, preflight};
+use core_agent_mcp_transport::Status;
+use serde::Serialize;
+
+use crate::{Host, HostOptions};
+
+/// What `core-agent mcp doctor` checks.
+#[derive(Clone, Default)]
+pub struct DoctorOptions {
+    /// Also check what a cloud deployment cannot run.
+    pub cloud: bool,
+    /// Skip connecting to the servers.
+    pub offline: bool,
+    /// How servers are started for the connect phase.
+    pub host: HostOptions,
+}
+
+/// Everything `doctor` found, as `core-agent mcp doctor --json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DoctorReport {
+    /// Problems and warnings, static checks first.
+    pub findings: Vec<FindingReport>,
+    /// One entry per server from the connect phase (empty with `--offline`).
+    pub servers: Vec<ServerCheck>,
+    /// How many tools the model would see.
+    pub tools: usize,
+    /// About how many tokens the tool list costs on every request.
+    pub token_estimate: usize,
+    /// How many findings are errors.
+    pub errors: usize,
+    /// How many findings are warnings.
+    pub warnings: usize,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FindingReport {
+    /// `error` or `warning`.
+    pub severity: String,
+    /// The check's stable id (`missing-env`, `literal-secret`, `cloud-stdio`, …).
+    pub check: String,
+    /// The server concerned, if any.
+    pub server: Option<String>,
+    /// The file and JSON pointer of the field concerned, if any.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// What to do.
+    pub fix: String,
+}
+
+impl From<&Finding> for FindingReport {
+    fn from(f: &Finding) -> Self {
+        FindingReport {
+            severity: f.severity.as_str().to_owned(),
+            check: f.check.to_owned(),
+            server: f.server.clone(),
+            field: f.field.clone(),
+            message: f.message.clone(),
+            fix: f.fix.clone(),
+        }
+    }
+}
+
+/// How one server fared in the connect phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerCheck {
+    /// The server.
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// `connected` or `error`.
+    pub status: String,
+    /// How many tools it lists.
+    pub tools: usize,
+    /// How long the start took, in milliseconds.
+    pub ms: u128,
+    /// Why it failed, in words a person can act on.
+    pub error: Option<String>,
+}
+
+/// Runs the checks on a loaded config (or reports why it did not load).
+pub async fn doctor(
+    config: Result<&Config, &core_agent_mcp_config::Error>,
+    options: DoctorOptions,
+) -> DoctorReport {
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut servers = Vec::new();
+    let (mut tools, mut token_estimate) = (0, 0);
+    match config {
+        Err(e) => findings.extend(load_findings(e)),
+        Ok(config) => {
+            let env = config.dotenv.over_process();
+            findings.extend(diagnose(config, &env, options.cloud));
+            findings.extend(commands_on_path(config));
+            if !options.offline {
+                let mut host = Host::start(config, &env, options.host.clone(), &|_| {}).await;
+                for s in host.servers() {
+                    servers.push(ServerCheck {
+                        name: s.name().to_owned(),
+                        transport: s.transport().to_owned(),
+                        status: s.status().as_str().to_owned(),
+                        tools: s.tools().len(),
+                        ms: s.elapsed().as_millis(),
+                        error: s.error().map(ToString::to_string),
+                    });
+                    if let Some(e) = s.error() {
+                        findings.push(Finding {
+                            severity: Severity::Error,
+                            check: "connect",
+                            server: Some(s.name().to_owned()),
+                            field: None,
+                            message: e.to_string(),
+                            fix: "fix the server or its entry, then run `core-agent mcp doctor` again".to_owned(),
+                        });
+                    }
+                    if s.status() == Status::Connected
+                        && let Some(line) = s.stdout_noise()
+                    {
+                        findings.push(Finding {
+                            severity: Severity::Warning,
+                            check: "stdout-noise",
+                            server: Some(s.name().to_owned()),
+                            field: None,
+                            message: format!("it wrote non-protocol text to stdout: `{line}`"),
+                            fix: "make the server log to stderr; stdout is for JSON-RPC only"
+                                .to_owned(),
+                        });
+                    }
+                }
+                let catalog = host.catalog();
+                for w in catalog.warnings() {
+                    findings.push(Finding {
+                        severity: Severity::Warning,
+                        check: "name-collision",
+                        server: None,
+                        field: None,
+                        message: w.to_string(),
+                        fix: "rename one of the servers".to_owned(),
+                    });
+                }
+                for issue in preflight(catalog.entries()) {
+                    let server = catalog.get(&issue.tool).map(|e| e.server.clone());
+                    findings.push(Finding {
+                        severity: Severity::Warning,
+                        check: issue.rule,
+                        server,
+                        field: None,
+                        message: issue.message,
+                        fix: "rename the server, narrow it with `tools`, or ask its author"
+                            .to_owned(),
+                    });
+                }
+                tools = catalog.entries().len();
+                token_estimate = estimate_tokens(catalog.entries());
+                host.shutdown().await;
+            }
+        }
+    }
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
+    DoctorReport {
+        warnings: findings.len() - errors,
+        errors,
+        findings: findings.iter().map(FindingReport::from).collect(),
+        servers,
+        tools,
+        token_estimate,
+    }
+}
+
+/// A config that failed to load, as findings.
+fn load_findings(e: &core_agent_mcp_config::Error) -> Vec<Finding> {
+    match e {
+        core_agent_mcp_config::Error::Invalid { problems } => {
+            problems.iter().map(Finding::from_problem).collect()
+        }
+        other => vec![Finding {
+            severity: Severity::Error,
+            check: "invalid-config",
+            server: None,
+            field: None,
+            message: other.to_string(),
+            fix: "fix the file, then run `core-agent mcp doctor` again".to_owned(),
+        }],
+    }
+}
+
+/// stdio commands that cannot be found.
+fn commands_on_path(config: &Config) -> Vec<Finding> {
+    config
+        .servers
+        .iter()
+        .filter_map(|s| match &s.spec.transport {
+            Transport::Stdio(t) if !on_path(&t.command) => Some(Finding {
+                severity: Severity::Error,
+                check: "command-not-found",
+                server: Some(s.name.clone()),
+                field: Some(format!("{} command", s.source.display())),
+                message: format!(
+                    "`{}` is not an executable file{}",
+                    t.command,
+                    if t.command.contains('/') {
+                        ""
+                    } else {
+                        " on PATH"
+                    }
+                ),
+                fix: "install it, or write its full path in `command`".to_owned(),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `command` names an executable, directly or on `PATH`.
+pub fn on_path(command: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if command.contains('/') {
+        return executable(Path::new(command));
+    }
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|dir| executable(&dir.join(command))))
+        .unwrap_or(false)
+}
