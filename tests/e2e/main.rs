@@ -12,6 +12,8 @@
 
 mod config;
 mod demo;
+mod dialects;
+mod doctor;
 mod lifecycle;
 mod third_party;
 

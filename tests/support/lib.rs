@@ -297,3 +297,13 @@ pub fn processes_mentioning(needle: &str) -> Vec<(i32, String)> {
     }
     found
 }
+
+impl Background {
+    /// The fixture's `http401` mode: every request gets 401 and a challenge.
+    pub fn unauthorized() -> Background {
+        let port = free_port();
+        let mut cmd = Command::new(bin("fixture-server"));
+        cmd.arg("http401").arg(port.to_string());
+        Background::start(cmd, port)
+    }
+}

@@ -4,6 +4,8 @@
 //! Run with `UPDATE_EXPECT=1` to rewrite the expectations after a deliberate
 //! change, then read the diff: it is what a user will see.
 
+#![allow(clippy::unwrap_used, missing_docs)]
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -194,14 +194,18 @@ async fn filter_stdout(
         match reader.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {
-                let first = line.iter().find(|b| !b.is_ascii_whitespace());
-                match first {
-                    Some(b'{' | b'[') => {
+                let protocol = matches!(
+                    line.iter().find(|b| !b.is_ascii_whitespace()),
+                    Some(b'{' | b'[')
+                );
+                let blank = line.iter().all(u8::is_ascii_whitespace);
+                match (protocol, blank) {
+                    (true, _) => {
                         if out.write_all(&line).await.is_err() {
                             break;
                         }
                     }
-                    Some(_) => {
+                    (false, false) => {
                         if let Ok(mut slot) = noise.lock()
                             && slot.is_none()
                         {
@@ -209,7 +213,7 @@ async fn filter_stdout(
                             *slot = Some(truncate(text.trim(), TAIL_LINE_BYTES));
                         }
                     }
-                    None => {}
+                    (false, true) => {}
                 }
             }
         }
