@@ -246,18 +246,26 @@ mod tests {
 
     proptest! {
         #[test]
-        fn text_without_placeholders_is_identity(s in "[^$]*") {
+        fn text_without_placeholders_is_identity(s in "([^$]|\\$[^{$]){0,40}\\$?") {
+            prop_assume!(!s.contains("${"));
             let t = Template::parse(&s).unwrap();
-            let e = t.expand(&env(&[]));
+            let e = t.expand(&env(&[("A", "x")]));
             prop_assert_eq!(e.value, s);
             prop_assert!(!e.interpolated);
         }
 
         #[test]
-        fn variable_values_are_never_re_expanded(v in ".*") {
-            let t = Template::parse("${env:A}").unwrap();
+        fn variable_values_are_never_re_expanded(v in ".*", syntax in 0usize..3) {
+            let raw = ["${env:A}", "${A}", "${A:-d}"][syntax];
+            let t = Template::parse(raw).unwrap();
             let e = t.expand(&env(&[("A", &v), ("B", "boom")]));
-            prop_assert_eq!(e.value, v);
+            let want = if v.is_empty() && syntax == 2 { "d".to_owned() } else { v };
+            prop_assert_eq!(e.value, want);
+        }
+
+        #[test]
+        fn parsing_never_panics(s in ".*") {
+            let _ = Template::parse(&s).map(|t| t.expand(&env(&[])));
         }
     }
 }
