@@ -7,7 +7,7 @@ use crate::position::Positions;
 use crate::schema;
 use crate::spec::{AuthSpec, HttpSpec, StdioSpec, Transport};
 use crate::{
-    Cloud, Config, ConfigFile, Dialect, DotEnv, Error, Problem, Result, Scope, ServerEntry,
+    Cloud, Config, ConfigFile, Dialect, DotEnv, Error, Limits, Problem, Result, Scope, ServerEntry,
     ServerSpec, Setting, Template, TrustLevel,
 };
 
@@ -306,6 +306,7 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
                 });
     }
     let empty = Map::new();
+    let file_limits = Limits::default().overlaid(root.get("limits"));
     let servers = root
         .get(servers_key)
         .and_then(Value::as_object)
@@ -406,6 +407,7 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
             allowed_trust_levels: levels(policy.get("allowedTrustLevels")),
             tool_policies,
             cloud,
+            limits: file_limits.overlaid(value.get("limits").or_else(|| policy.get("limits"))),
             read_only: value
                 .get("read_only")
                 .and_then(Value::as_bool)

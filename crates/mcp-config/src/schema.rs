@@ -251,6 +251,7 @@ fn transport_of(server: &Value) -> &'static str {
 
 const CORE_TOP: &[&str] = &[
     "$schema",
+    "limits",
     "version",
     "servers",
     "agentic_wrap",
@@ -271,8 +272,9 @@ const CORE_SERVER: &[&str] = &[
     "agentic_never",
     "tool_notes",
     "cloud",
+    "limits",
 ];
-const MCP_TOP: &[&str] = &["$schema", "mcpServers", "auggy"];
+const MCP_TOP: &[&str] = &["$schema", "mcpServers", "auggy", "limits"];
 const MCP_SERVER: &[&str] = &["type", "command", "args", "env", "url", "headers", "cloud"];
 const POLICY: &[&str] = &[
     "allowedTools",
@@ -280,6 +282,16 @@ const POLICY: &[&str] = &[
     "allowedTrustLevels",
     "toolPolicies",
     "cloud",
+    "limits",
+];
+
+const LIMITS: &[&str] = &[
+    "max_tools",
+    "max_pages",
+    "max_input_schema_bytes",
+    "max_result_bytes",
+    "call_timeout_ms",
+    "max_concurrent_calls",
 ];
 
 /// The keys valid in the object at `pointer`.
@@ -297,6 +309,7 @@ fn known_keys(dialect: Dialect, pointer: &str) -> &'static [&'static str] {
         (Dialect::McpServers, ["auggy", "servers", _, "toolPolicies", _]) => {
             &["allowedTrustLevels"]
         }
+        (_, [.., "limits"]) => LIMITS,
         _ => &[],
     }
 }
@@ -331,6 +344,19 @@ fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
             ],
         ) => "true or false",
         (_, [.., "agentic_wrap_threshold"]) => "a whole number of bytes, such as 8000",
+        (_, [.., "limits"]) => "an object of limits, such as {\"max_tools\": 32}",
+        (
+            _,
+            [
+                ..,
+                "max_tools"
+                | "max_pages"
+                | "max_input_schema_bytes"
+                | "max_result_bytes"
+                | "call_timeout_ms"
+                | "max_concurrent_calls",
+            ],
+        ) => "a whole number, such as 10",
         (_, [.., "auth" | "google_oauth" | "auggy" | "toolPolicies"]) => "an object",
         _ => "a string in double quotes",
     }

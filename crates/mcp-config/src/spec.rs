@@ -121,6 +121,58 @@ impl Cloud {
     }
 }
 
+/// Bounds on what one server may cost, with the Auggy spec's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Limits {
+    /// Tools past this many are dropped, with a warning naming them (64).
+    pub max_tools: usize,
+    /// `tools/list` pages read at most (20).
+    pub max_pages: usize,
+    /// A tool whose input schema is larger is quarantined (16 KiB).
+    pub max_input_schema_bytes: usize,
+    /// A result longer than this is cut, with a marker saying how much (128 KiB).
+    pub max_result_bytes: usize,
+    /// A call is cancelled on the server past this many milliseconds (30 000).
+    pub call_timeout_ms: u64,
+    /// Calls in flight to the server at most (4).
+    pub max_concurrent_calls: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_tools: 64,
+            max_pages: 20,
+            max_input_schema_bytes: 16 * 1024,
+            max_result_bytes: 128 * 1024,
+            call_timeout_ms: 30_000,
+            max_concurrent_calls: 4,
+        }
+    }
+}
+
+impl Limits {
+    /// These limits with every field that `json` (a `limits` object) sets replaced.
+    pub fn overlaid(mut self, json: Option<&serde_json::Value>) -> Limits {
+        let Some(obj) = json.and_then(serde_json::Value::as_object) else {
+            return self;
+        };
+        let get = |k: &str| obj.get(k).and_then(serde_json::Value::as_u64);
+        let size = |k: &str, current: usize| {
+            get(k)
+                .and_then(|v| usize::try_from(v).ok())
+                .unwrap_or(current)
+        };
+        self.max_tools = size("max_tools", self.max_tools);
+        self.max_pages = size("max_pages", self.max_pages);
+        self.max_input_schema_bytes = size("max_input_schema_bytes", self.max_input_schema_bytes);
+        self.max_result_bytes = size("max_result_bytes", self.max_result_bytes);
+        self.call_timeout_ms = get("call_timeout_ms").unwrap_or(self.call_timeout_ms);
+        self.max_concurrent_calls = size("max_concurrent_calls", self.max_concurrent_calls);
+        self
+    }
+}
+
 /// A value together with the file it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setting<T> {
@@ -187,6 +239,8 @@ pub struct ServerSpec {
     pub tool_policies: BTreeMap<String, Vec<TrustLevel>>,
     /// `cloud`: whether a cloud deployment runs this server.
     pub cloud: Option<Cloud>,
+    /// `limits`: the server's own, over the file's top-level ones, over the defaults.
+    pub limits: Limits,
     /// `read_only`: the operator's word that unannotated tools do not mutate.
     pub read_only: bool,
     /// `agentic_never`: opt this server out of the digest.
@@ -205,6 +259,7 @@ impl ServerSpec {
             allowed_trust_levels: None,
             tool_policies: BTreeMap::new(),
             cloud: None,
+            limits: Limits::default(),
             read_only: false,
             agentic_never: false,
             tool_notes: BTreeMap::new(),

@@ -110,6 +110,9 @@ fn summary(config: &Config) -> String {
             s.name,
             s.dialect.as_str()
         ));
+        if spec.limits != core_agent_mcp_config::Limits::default() {
+            out.push_str(&format!("    limits={:?}\n", spec.limits));
+        }
         out.push_str(&format!(
             "    tools={:?} blocked={:?} trust={:?} policies={:?} cloud={:?} read_only={} agentic_never={} notes={:?}\n",
             spec.tools,
