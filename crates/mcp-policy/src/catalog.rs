@@ -1,9 +1,23 @@
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use core_agent_mcp_config::{ServerSpec, TrustLevel};
 use serde_json::Value;
 
-use crate::namespaced;
+use crate::names::{disambiguated, fit, namespaced};
+
+/// What a server says about a tool (the MCP `annotations` block).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Annotations {
+    /// `readOnlyHint`.
+    pub read_only_hint: Option<bool>,
+    /// `destructiveHint`.
+    pub destructive_hint: Option<bool>,
+    /// `idempotentHint`.
+    pub idempotent_hint: Option<bool>,
+    /// `openWorldHint`.
+    pub open_world_hint: Option<bool>,
+}
 
 /// A tool as a server described it, reduced to what the catalog needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,10 +28,12 @@ pub struct DiscoveredTool {
     pub description: String,
     /// The JSON Schema of the tool's arguments.
     pub input_schema: Value,
+    /// The annotation block, when the server sent one.
+    pub annotations: Option<Annotations>,
 }
 
 impl DiscoveredTool {
-    /// A tool with a name, a description and an input schema.
+    /// A tool with a name, a description and an input schema, and no annotations.
     pub fn new(
         name: impl Into<String>,
         description: impl Into<String>,
@@ -27,53 +43,206 @@ impl DiscoveredTool {
             name: name.into(),
             description: description.into(),
             input_schema,
+            annotations: None,
         }
     }
+
+    /// The same tool with an annotation block.
+    pub fn with_annotations(mut self, annotations: Annotations) -> Self {
+        self.annotations = Some(annotations);
+        self
+    }
+}
+
+/// One server's discovered tools and its config, the input of [`Catalog::build`].
+#[derive(Debug, Clone, Copy)]
+pub struct ServerTools<'a> {
+    /// The server's key in the config.
+    pub name: &'a str,
+    /// Its config: allowlist, blocklist, notes, read-only, trust, limits.
+    pub spec: &'a ServerSpec,
+    /// What it listed, in its order.
+    pub tools: &'a [DiscoveredTool],
 }
 
 /// One tool as the model sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CatalogEntry {
-    /// The namespaced name (`<server>_<tool>`, sanitized).
+    /// The name the model calls: `^[A-Za-z0-9_]{1,64}$`, unique in the catalog.
     pub name: String,
-    /// The server's key in `mcp.json`.
+    /// The server's key in the config.
     pub server: String,
     /// The server's own name for the tool.
     pub tool: String,
-    /// The description the model reads.
+    /// The server's description, with the operator's note appended after a blank line.
     pub description: String,
     /// The JSON Schema of the tool's arguments.
     pub input_schema: Value,
+    /// The dispatch class: true for read-only, false for mutating.
+    pub read_only: bool,
+    /// The trust levels that may see and call it, most trusted first.
+    pub trust_levels: Vec<TrustLevel>,
 }
 
-/// Something the operator should hear about while building the catalog.
+impl CatalogEntry {
+    /// Whether a caller of `level` may see and call the tool.
+    pub fn allows(&self, level: TrustLevel) -> bool {
+        self.trust_levels.contains(&level)
+    }
+}
+
+/// Something the operator should hear about while the catalog is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Warning {
-    /// Two (server, tool) pairs sanitize to the same namespaced name; the
-    /// first one (in server order) keeps it and the other is not published.
+    /// `tools` / `allowedTools` names tools the server does not expose.
+    UnknownAllowed {
+        /// The server.
+        server: String,
+        /// The names it does not expose.
+        names: Vec<String>,
+        /// What it does expose.
+        exposed: Vec<String>,
+    },
+    /// `tool_notes` names tools the server does not expose.
+    UnknownNotes {
+        /// The server.
+        server: String,
+        /// The names it does not expose.
+        names: Vec<String>,
+        /// What it does expose.
+        exposed: Vec<String>,
+    },
+    /// `tool_notes` names tools the allowlist or blocklist excluded.
+    ExcludedNotes {
+        /// The server.
+        server: String,
+        /// The excluded names.
+        names: Vec<String>,
+    },
+    /// A tool's input schema is over `max_input_schema_bytes`; the tool is left out.
+    SchemaTooLarge {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// Its schema's size.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// More tools than `max_tools`; the rest are left out.
+    TooManyTools {
+        /// The server.
+        server: String,
+        /// The limit.
+        limit: usize,
+        /// The tools left out.
+        dropped: Vec<String>,
+    },
+    /// Two (server, tool) pairs would share a name; each got a suffix.
     NameCollision {
         /// The contested name.
         name: String,
-        /// The (server, tool) pair that kept the name.
-        kept: (String, String),
-        /// The (server, tool) pair that was dropped.
-        dropped: (String, String),
+        /// Each pair and the name it was given.
+        renamed: Vec<(String, String, String)>,
     },
+    /// A name longer than 64 characters was shortened.
+    Shortened {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// The name it was given.
+        name: String,
+    },
+}
+
+impl Warning {
+    /// The server the warning is about, when it is about one.
+    pub fn server(&self) -> Option<&str> {
+        match self {
+            Warning::UnknownAllowed { server, .. }
+            | Warning::UnknownNotes { server, .. }
+            | Warning::ExcludedNotes { server, .. }
+            | Warning::SchemaTooLarge { server, .. }
+            | Warning::TooManyTools { server, .. }
+            | Warning::Shortened { server, .. } => Some(server),
+            Warning::NameCollision { .. } => None,
+        }
+    }
+}
+
+fn list(names: &[String]) -> String {
+    names.join(", ")
 }
 
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Warning::NameCollision {
-                name,
-                kept,
+            Warning::UnknownAllowed {
+                server,
+                names,
+                exposed,
+            } => write!(
+                f,
+                "{server}: tools allowlist names {} tool(s) this server does not expose: {}; it exposes: {}",
+                names.len(),
+                list(names),
+                list(exposed)
+            ),
+            Warning::UnknownNotes {
+                server,
+                names,
+                exposed,
+            } => write!(
+                f,
+                "{server}: tool_notes names {} tool(s) this server does not expose: {}; it exposes: {}",
+                names.len(),
+                list(names),
+                list(exposed)
+            ),
+            Warning::ExcludedNotes { server, names } => write!(
+                f,
+                "{server}: tool_notes names {} tool(s) the allowlist excluded, so the note describes nothing: {}",
+                names.len(),
+                list(names)
+            ),
+            Warning::SchemaTooLarge {
+                server,
+                tool,
+                bytes,
+                limit,
+            } => write!(
+                f,
+                "{server}: tool `{tool}` is left out: its input schema is {bytes} bytes, over max_input_schema_bytes ({limit})"
+            ),
+            Warning::TooManyTools {
+                server,
+                limit,
                 dropped,
             } => write!(
                 f,
-                "{}: tool `{}` is not published: its name `{name}` is already taken by tool `{}` of server `{}`; rename one of the servers",
-                dropped.0, dropped.1, kept.1, kept.0
+                "{server}: only the first {limit} tools are published (max_tools); left out: {}",
+                list(dropped)
             ),
+            Warning::NameCollision { name, renamed } => {
+                write!(
+                    f,
+                    "tools of different servers would all be named `{name}`, so each got a suffix:"
+                )?;
+                for (i, (server, tool, new)) in renamed.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { ", " };
+                    write!(f, "{sep}{server}/{tool} → `{new}`")?;
+                }
+                Ok(())
+            }
+            Warning::Shortened { server, tool, name } => {
+                write!(
+                    f,
+                    "{server}: the name of tool `{tool}` is over 64 characters; it is published as `{name}`"
+                )
+            }
         }
     }
 }
@@ -86,45 +255,38 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Builds the catalog from each server's discovered tools, given in the
-    /// order servers should win name collisions.
-    pub fn build<'a>(
-        servers: impl IntoIterator<Item = (&'a str, &'a [DiscoveredTool])>,
-    ) -> Catalog {
-        let mut by_name: BTreeMap<String, CatalogEntry> = BTreeMap::new();
+    /// Builds the catalog: for each server, in the order given, the allowlist
+    /// and blocklist filter the server's own names, tools whose schema is too
+    /// large are quarantined, `max_tools` caps the rest, notes are appended,
+    /// the dispatch class and trust levels are decided; then every name is
+    /// made valid and unique.
+    pub fn build<'a>(servers: impl IntoIterator<Item = ServerTools<'a>>) -> Catalog {
+        let mut entries = Vec::new();
         let mut warnings = Vec::new();
-        for (server, tools) in servers {
-            for tool in tools {
-                let name = namespaced(server, &tool.name);
-                if let Some(kept) = by_name.get(&name) {
-                    warnings.push(Warning::NameCollision {
-                        name,
-                        kept: (kept.server.clone(), kept.tool.clone()),
-                        dropped: (server.to_owned(), tool.name.clone()),
-                    });
-                    continue;
-                }
-                by_name.insert(
-                    name.clone(),
-                    CatalogEntry {
-                        name,
-                        server: server.to_owned(),
-                        tool: tool.name.clone(),
-                        description: tool.description.clone(),
-                        input_schema: tool.input_schema.clone(),
-                    },
-                );
-            }
+        for server in servers {
+            entries.extend(server_entries(server, &mut warnings));
         }
-        Catalog {
-            entries: by_name.into_values().collect(),
-            warnings,
-        }
+        name_entries(&mut entries, &mut warnings);
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Catalog { entries, warnings }
     }
 
     /// Every entry, sorted by namespaced name.
     pub fn entries(&self) -> &[CatalogEntry] {
         &self.entries
+    }
+
+    /// The entries a caller of `level` may see and call.
+    pub fn visible(&self, level: TrustLevel) -> impl Iterator<Item = &CatalogEntry> {
+        self.entries.iter().filter(move |e| e.allows(level))
+    }
+
+    /// How many of `server`'s tools a caller of `level` may not see.
+    pub fn restricted(&self, server: &str, level: TrustLevel) -> usize {
+        self.entries
+            .iter()
+            .filter(|e| e.server == server && !e.allows(level))
+            .count()
     }
 
     /// The entry published as `name`.
@@ -141,44 +303,417 @@ impl Catalog {
     }
 }
 
+fn server_entries(server: ServerTools<'_>, warnings: &mut Vec<Warning>) -> Vec<CatalogEntry> {
+    let spec = server.spec;
+    let name = server.name.to_owned();
+    let exposed: Vec<String> = server.tools.iter().map(|t| t.name.clone()).collect();
+    let exposed_set: BTreeSet<&str> = exposed.iter().map(String::as_str).collect();
+
+    let unknown: Vec<String> = spec
+        .tools
+        .iter()
+        .filter(|t| !exposed_set.contains(t.as_str()))
+        .cloned()
+        .collect();
+    if !unknown.is_empty() {
+        warnings.push(Warning::UnknownAllowed {
+            server: name.clone(),
+            names: unknown,
+            exposed: exposed.clone(),
+        });
+    }
+    let allowed = |t: &str| {
+        (spec.tools.is_empty() || spec.tools.iter().any(|a| a == t))
+            && !spec.blocked_tools.iter().any(|b| b == t)
+    };
+    let (unknown_notes, excluded_notes): (Vec<String>, Vec<String>) = spec
+        .tool_notes
+        .keys()
+        .filter(|k| !exposed_set.contains(k.as_str()) || !allowed(k))
+        .cloned()
+        .partition(|k| !exposed_set.contains(k.as_str()));
+    if !unknown_notes.is_empty() {
+        warnings.push(Warning::UnknownNotes {
+            server: name.clone(),
+            names: unknown_notes,
+            exposed: exposed.clone(),
+        });
+    }
+    if !excluded_notes.is_empty() {
+        warnings.push(Warning::ExcludedNotes {
+            server: name.clone(),
+            names: excluded_notes,
+        });
+    }
+
+    let mut kept: Vec<&DiscoveredTool> = Vec::new();
+    for tool in server.tools.iter().filter(|t| allowed(&t.name)) {
+        let bytes = tool.input_schema.to_string().len();
+        if bytes > spec.limits.max_input_schema_bytes {
+            warnings.push(Warning::SchemaTooLarge {
+                server: name.clone(),
+                tool: tool.name.clone(),
+                bytes,
+                limit: spec.limits.max_input_schema_bytes,
+            });
+        } else {
+            kept.push(tool);
+        }
+    }
+    if kept.len() > spec.limits.max_tools {
+        let dropped = kept
+            .split_off(spec.limits.max_tools)
+            .iter()
+            .map(|t| t.name.clone())
+            .collect();
+        warnings.push(Warning::TooManyTools {
+            server: name.clone(),
+            limit: spec.limits.max_tools,
+            dropped,
+        });
+    }
+
+    kept.into_iter()
+        .map(|tool| {
+            let description = match spec.tool_notes.get(&tool.name) {
+                Some(note) if tool.description.is_empty() => note.clone(),
+                Some(note) => format!("{}\n\n{note}", tool.description),
+                None => tool.description.clone(),
+            };
+            // The tool's own block wins in both directions; a block without
+            // readOnlyHint has answered "mutating"; no block defers to the server.
+            let read_only = match tool.annotations {
+                Some(a) => a.read_only_hint.unwrap_or(false),
+                None => spec.read_only,
+            };
+            CatalogEntry {
+                name: namespaced(server.name, &tool.name),
+                server: name.clone(),
+                tool: tool.name.clone(),
+                description,
+                input_schema: tool.input_schema.clone(),
+                read_only,
+                trust_levels: trust_levels(spec, tool),
+            }
+        })
+        .collect()
+}
+
+/// All levels by default; destructive or open-world tools default to
+/// `creator`; the server's `allowedTrustLevels` narrows; a tool policy sets
+/// the levels explicitly (and may widen).
+fn trust_levels(spec: &ServerSpec, tool: &DiscoveredTool) -> Vec<TrustLevel> {
+    if let Some(explicit) = spec.tool_policies.get(&tool.name) {
+        let mut levels = explicit.clone();
+        levels.sort();
+        levels.dedup();
+        return levels;
+    }
+    let risky = tool
+        .annotations
+        .is_some_and(|a| a.destructive_hint == Some(true) || a.open_world_hint == Some(true));
+    let defaults: &[TrustLevel] = if risky {
+        &[TrustLevel::Creator]
+    } else {
+        &TrustLevel::ALL
+    };
+    defaults
+        .iter()
+        .copied()
+        .filter(|l| {
+            spec.allowed_trust_levels
+                .as_ref()
+                .is_none_or(|allowed| allowed.contains(l))
+        })
+        .collect()
+}
+
+/// Makes every name valid and unique: pairs that collide all get a suffix
+/// from their (server, tool) identity; names over 64 characters are shortened.
+fn name_entries(entries: &mut [CatalogEntry], warnings: &mut Vec<Warning>) {
+    let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        groups.entry(e.name.clone()).or_default().push(i);
+    }
+    for (name, members) in groups {
+        if members.len() > 1 {
+            let mut renamed = Vec::new();
+            for &i in &members {
+                let e = &mut entries[i];
+                e.name = disambiguated(&name, &e.server, &e.tool);
+                renamed.push((e.server.clone(), e.tool.clone(), e.name.clone()));
+            }
+            warnings.push(Warning::NameCollision { name, renamed });
+        } else if name.len() > 64 {
+            let e = &mut entries[members[0]];
+            e.name = fit(&name);
+            warnings.push(Warning::Shortened {
+                server: e.server.clone(),
+                tool: e.tool.clone(),
+                name: e.name.clone(),
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use core_agent_mcp_config::{StdioSpec, Transport};
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
 
-    fn tools(names: &[&str]) -> Vec<DiscoveredTool> {
-        names
+    fn spec() -> ServerSpec {
+        ServerSpec::new(Transport::Stdio(StdioSpec {
+            command: "x".into(),
+            args: vec![],
+            env: BTreeMap::new(),
+        }))
+    }
+
+    fn tool(name: &str) -> DiscoveredTool {
+        DiscoveredTool::new(
+            name,
+            format!("{name} does things."),
+            json!({"type": "object"}),
+        )
+    }
+
+    fn hints(
+        read_only: Option<bool>,
+        destructive: Option<bool>,
+        open_world: Option<bool>,
+    ) -> Annotations {
+        Annotations {
+            read_only_hint: read_only,
+            destructive_hint: destructive,
+            idempotent_hint: None,
+            open_world_hint: open_world,
+        }
+    }
+
+    fn build(spec: &ServerSpec, tools: &[DiscoveredTool]) -> Catalog {
+        Catalog::build([ServerTools {
+            name: "srv",
+            spec,
+            tools,
+        }])
+    }
+
+    fn names(c: &Catalog) -> Vec<&str> {
+        c.entries().iter().map(|e| e.tool.as_str()).collect()
+    }
+
+    #[test]
+    fn allowlists_and_blocklists_filter_by_the_servers_own_names() {
+        let tools = [tool("a"), tool("b-x"), tool("c")];
+        let cases: [(&[&str], &[&str], &[&str]); 5] = [
+            (&[], &[], &["a", "b-x", "c"]),
+            (&["a", "c"], &[], &["a", "c"]),
+            (&[], &["c"], &["a", "b-x"]),
+            (&["a", "c"], &["c"], &["a"]),
+            (&["b-x"], &[], &["b-x"]),
+        ];
+        for (allow, block, want) in cases {
+            let mut s = spec();
+            s.tools = allow.iter().map(|t| t.to_string()).collect();
+            s.blocked_tools = block.iter().map(|t| t.to_string()).collect();
+            assert_eq!(
+                names(&build(&s, &tools)),
+                want,
+                "allow {allow:?} block {block:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_allowlist_and_note_names_are_reported_in_the_specs_wording() {
+        let mut s = spec();
+        s.tools = vec!["a".into(), "nope".into()];
+        s.tool_notes.insert("typo".into(), "n".into());
+        s.tool_notes
+            .insert("b".into(), "excluded by the allowlist".into());
+        let c = build(&s, &[tool("a"), tool("b")]);
+        let got: Vec<String> = c.warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            got,
+            [
+                "srv: tools allowlist names 1 tool(s) this server does not expose: nope; it exposes: a, b",
+                "srv: tool_notes names 1 tool(s) this server does not expose: typo; it exposes: a, b",
+                "srv: tool_notes names 1 tool(s) the allowlist excluded, so the note describes nothing: b",
+            ]
+        );
+    }
+
+    #[test]
+    fn notes_are_appended_after_a_blank_line() {
+        let mut s = spec();
+        s.tool_notes
+            .insert("a".into(), "Prefer absolute paths.".into());
+        let c = build(&s, &[tool("a"), DiscoveredTool::new("bare", "", json!({}))]);
+        assert_eq!(
+            c.get("srv_a").unwrap().description,
+            "a does things.\n\nPrefer absolute paths."
+        );
+        s.tool_notes.insert("bare".into(), "Only note.".into());
+        let c = build(&s, &[DiscoveredTool::new("bare", "", json!({}))]);
+        assert_eq!(c.get("srv_bare").unwrap().description, "Only note.");
+    }
+
+    #[test]
+    fn read_only_class_follows_the_spec() {
+        // (tool annotations, server read_only) → read-only?
+        let cases = [
+            (None, false, false),
+            (None, true, true),
+            (Some(hints(Some(true), None, None)), false, true),
+            (Some(hints(Some(false), None, None)), true, false), // per-tool beats read_only: true
+            (Some(hints(None, None, None)), true, false), // a block without readOnlyHint is mutating
+            (Some(hints(None, Some(false), None)), true, false),
+            (Some(hints(Some(true), None, None)), true, true),
+        ];
+        for (annotations, server_read_only, want) in cases {
+            let mut s = spec();
+            s.read_only = server_read_only;
+            let mut t = tool("t");
+            t.annotations = annotations;
+            assert_eq!(
+                build(&s, &[t]).entries()[0].read_only,
+                want,
+                "{annotations:?} server {server_read_only}"
+            );
+        }
+    }
+
+    #[test]
+    fn trust_levels_follow_the_spec() {
+        use TrustLevel::*;
+        let risky = Some(hints(None, Some(true), None));
+        let open = Some(hints(Some(true), None, Some(true)));
+        // (annotations, server allowedTrustLevels, tool policy) → levels
+        let cases: Vec<(
+            Option<Annotations>,
+            Option<Vec<TrustLevel>>,
+            Option<Vec<TrustLevel>>,
+            Vec<TrustLevel>,
+        )> = vec![
+            (None, None, None, vec![Creator, Agent, User, Public]),
+            (risky, None, None, vec![Creator]),
+            (open, None, None, vec![Creator]),
+            (None, Some(vec![Creator, Agent]), None, vec![Creator, Agent]),
+            (risky, Some(vec![Agent]), None, vec![]),
+            (
+                risky,
+                Some(vec![Creator]),
+                Some(vec![Public, Agent]),
+                vec![Agent, Public],
+            ), // explicit widens
+            (None, Some(vec![Creator]), Some(vec![User]), vec![User]),
+        ];
+        for (annotations, server, policy, want) in cases {
+            let mut s = spec();
+            s.allowed_trust_levels = server.clone();
+            if let Some(p) = policy.clone() {
+                s.tool_policies.insert("t".into(), p);
+            }
+            let mut t = tool("t");
+            t.annotations = annotations;
+            let c = build(&s, &[t]);
+            assert_eq!(
+                c.entries()[0].trust_levels,
+                want,
+                "{annotations:?} {server:?} {policy:?}"
+            );
+            let restricted = TrustLevel::ALL.len() - want.len();
+            let hidden: usize = TrustLevel::ALL
+                .iter()
+                .map(|l| c.restricted("srv", *l))
+                .sum();
+            assert_eq!(hidden, restricted);
+        }
+    }
+
+    #[test]
+    fn limits_quarantine_large_schemas_and_cap_the_count() {
+        let mut s = spec();
+        s.limits.max_tools = 2;
+        s.limits.max_input_schema_bytes = 100;
+        let big = DiscoveredTool::new("big", "", json!({"description": "x".repeat(200)}));
+        let c = build(&s, &[tool("a"), big, tool("b"), tool("c")]);
+        assert_eq!(names(&c), ["a", "b"]);
+        let got: Vec<String> = c.warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            got,
+            [
+                "srv: tool `big` is left out: its input schema is 218 bytes, over max_input_schema_bytes (100)",
+                "srv: only the first 2 tools are published (max_tools); left out: c",
+            ]
+        );
+    }
+
+    #[test]
+    fn colliding_names_are_all_disambiguated() {
+        let s = spec();
+        let t = [tool("t")];
+        let c = Catalog::build([
+            ServerTools {
+                name: "my-server",
+                spec: &s,
+                tools: &t,
+            },
+            ServerTools {
+                name: "my_server",
+                spec: &s,
+                tools: &t,
+            },
+        ]);
+        let got: Vec<(&str, &str)> = c
+            .entries()
             .iter()
-            .map(|n| DiscoveredTool::new(*n, "", json!({})))
-            .collect()
+            .map(|e| (e.name.as_str(), e.server.as_str()))
+            .collect();
+        assert_eq!(got.len(), 2);
+        assert!(
+            got.iter()
+                .all(|(n, _)| n.starts_with("my_server_t_") && n.len() == "my_server_t_".len() + 8)
+        );
+        assert_ne!(got[0].0, got[1].0);
+        assert!(
+            c.warnings()[0]
+                .to_string()
+                .starts_with("tools of different servers would all be named `my_server_t`")
+        );
     }
 
-    #[test]
-    fn entries_are_sorted_and_map_back() {
-        let a = tools(&["b-tool", "a"]);
-        let b = tools(&["x"]);
-        let catalog = Catalog::build([("srv", a.as_slice()), ("other", b.as_slice())]);
-        let names: Vec<_> = catalog.entries().iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["other_x", "srv_a", "srv_b_tool"]);
-        assert_eq!(
-            catalog.get("srv_b_tool").map(|e| e.tool.as_str()),
-            Some("b-tool")
-        );
-        assert!(catalog.get("srv_b-tool").is_none());
-        assert!(catalog.warnings().is_empty());
-    }
-
-    #[test]
-    fn collisions_keep_the_first_and_warn() {
-        let a = tools(&["t"]);
-        let b = tools(&["t"]);
-        let catalog = Catalog::build([("my-server", a.as_slice()), ("my_server", b.as_slice())]);
-        assert_eq!(catalog.entries().len(), 1);
-        assert_eq!(catalog.entries()[0].server, "my-server");
-        assert_eq!(
-            catalog.warnings()[0].to_string(),
-            "my_server: tool `t` is not published: its name `my_server_t` is already taken by tool `t` of server `my-server`; rename one of the servers"
-        );
+    proptest! {
+        /// For any server and tool names: every published name is valid and
+        /// unique, maps back to its (server, tool), and is the same on a rebuild.
+        #[test]
+        fn names_are_valid_unique_stable_and_map_back(
+            servers in proptest::collection::btree_map("[a-zA-Z0-9_.-]{0,40}", proptest::collection::btree_set(".{0,50}", 0..6), 1..5)
+        ) {
+            let s = spec();
+            let tools: Vec<(String, Vec<DiscoveredTool>)> = servers
+                .iter()
+                .map(|(name, tools)| (name.clone(), tools.iter().map(|t| tool(t)).collect()))
+                .collect();
+            let input = || tools.iter().map(|(n, t)| ServerTools { name: n, spec: &s, tools: t });
+            let first = Catalog::build(input());
+            let second = Catalog::build(input());
+            let total: usize = servers.values().map(|t| t.len()).sum();
+            prop_assert_eq!(first.entries().len(), total);
+            let mut seen = BTreeSet::new();
+            for e in first.entries() {
+                prop_assert!(!e.name.is_empty() && e.name.len() <= 64, "{}", e.name);
+                prop_assert!(e.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{}", e.name);
+                prop_assert!(seen.insert(e.name.clone()), "duplicate {}", e.name);
+                prop_assert_eq!(first.get(&e.name).map(|x| (&x.server, &x.tool)), Some((&e.server, &e.tool)));
+                prop_assert!(servers[&e.server].contains(&e.tool));
+            }
+            let again: Vec<&str> = second.entries().iter().map(|e| e.name.as_str()).collect();
+            let names: Vec<&str> = first.entries().iter().map(|e| e.name.as_str()).collect();
+            prop_assert_eq!(names, again);
+        }
     }
 }

@@ -15,13 +15,49 @@ pub fn sanitize(name: &str) -> String {
         .collect()
 }
 
-/// The name a model sees for `tool` of `server`: `<server>_<tool>`, sanitized.
+/// The name a model sees for `tool` of `server` before collisions and
+/// length are handled: `<server>_<tool>`, sanitized.
 ///
 /// ```
 /// assert_eq!(core_agent_mcp_policy::namespaced("my-server", "get-env"), "my_server_get_env");
 /// ```
 pub fn namespaced(server: &str, tool: &str) -> String {
     format!("{}_{}", sanitize(server), sanitize(tool))
+}
+
+/// Longest published name.
+pub const MAX_NAME: usize = 64;
+
+/// `name` if it fits in 64 characters, else a readable prefix plus `_` and
+/// a stable 8-hex-digit hash of the whole name.
+pub(crate) fn fit(name: &str) -> String {
+    if name.len() <= MAX_NAME {
+        return name.to_owned();
+    }
+    // Sanitized names are ASCII, so byte slicing is safe.
+    format!("{}_{}", &name[..MAX_NAME - 9], hash8(name))
+}
+
+/// `name` with a suffix from the (server, tool) identity, fitted to 64.
+pub(crate) fn disambiguated(name: &str, server: &str, tool: &str) -> String {
+    let suffix = hash8(&format!("{server}\u{0}{tool}"));
+    let base = if name.len() + 9 > MAX_NAME {
+        &name[..MAX_NAME - 9]
+    } else {
+        name
+    };
+    format!("{base}_{suffix}")
+}
+
+/// The first 8 hex digits of the 64-bit FNV-1a hash: stable across runs,
+/// platforms and versions.
+fn hash8(s: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{:08x}", h >> 32)
 }
 
 #[cfg(test)]
@@ -39,6 +75,18 @@ mod tests {
         assert_eq!(namespaced("my-server", "x"), "my_server_x");
         assert_eq!(namespaced("file.system", "x"), "file_system_x");
         assert_eq!(sanitize("ünï cödé"), "_n__c_d_");
+    }
+
+    #[test]
+    fn long_names_are_shortened_stably() {
+        let long = "a".repeat(70);
+        let short = fit(&long);
+        assert_eq!(short.len(), 64);
+        assert!(short.starts_with(&"a".repeat(55)));
+        assert_eq!(short, fit(&long));
+        assert_ne!(fit(&format!("{long}b")), fit(&format!("{long}c")));
+        assert_eq!(hash8("core-agent"), hash8("core-agent"));
+        assert_eq!(fit("short"), "short");
     }
 
     proptest! {

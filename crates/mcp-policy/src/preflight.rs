@@ -92,6 +92,8 @@ mod tests {
             tool: "t".into(),
             description: "d".into(),
             input_schema: schema,
+            read_only: true,
+            trust_levels: Vec::new(),
         }
     }
 
