@@ -1,0 +1,245 @@
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::{Error, Pattern, Problem, Result};
+
+/// How the gate treats calls that no pattern decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Denied calls are refused, allowed ones run, the rest are asked about.
+    #[default]
+    Ask,
+    /// Like `Ask`, but what is not allowed is refused without asking.
+    Allowlist,
+    /// MCP calls skip the gate entirely.
+    Yolo,
+}
+
+impl Mode {
+    /// The mode's name in `config.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Ask => "ask",
+            Mode::Allowlist => "allowlist",
+            Mode::Yolo => "yolo",
+        }
+    }
+
+    /// The mode called `name`.
+    pub fn parse(name: &str) -> Option<Mode> {
+        [Mode::Ask, Mode::Allowlist, Mode::Yolo]
+            .into_iter()
+            .find(|m| m.as_str() == name)
+    }
+}
+
+/// The merged permissions of `<agentsDir>/config.json` and `~/.agents/config.json`.
+#[derive(Debug, Clone, Default)]
+pub struct PermissionsConfig {
+    /// `permissions.mode` (default `ask`).
+    pub mode: Mode,
+    /// `permissions.allow`, from both files.
+    pub allow: Vec<Pattern>,
+    /// `permissions.deny`, from both files.
+    pub deny: Vec<Pattern>,
+    /// `permissions.require_plan_artifact` (default false).
+    pub require_plan_artifact: bool,
+    /// `tools.wait_and_verify.poll_allow`: mutating tools that may be polled.
+    pub poll_allow: Vec<Pattern>,
+    /// The file that set `mode`, if one did.
+    pub mode_source: Option<PathBuf>,
+}
+
+impl PermissionsConfig {
+    /// Reads the project file, then the user file (either may be missing).
+    /// The project wins for `mode` and `require_plan_artifact`; the `allow`,
+    /// `deny` and `poll_allow` lists of both apply.
+    pub fn load(project: &Path, user: Option<&Path>) -> Result<PermissionsConfig> {
+        let mut config = PermissionsConfig::default();
+        let mut problems = Vec::new();
+        let mut mode_set = false;
+        let mut plan_set = false;
+        for path in std::iter::once(project).chain(user) {
+            let text = match std::fs::read_to_string(path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => {
+                    return Err(Error::Read {
+                        path: path.to_owned(),
+                        source,
+                    });
+                }
+            };
+            let root: Value = serde_json::from_str(&text).map_err(|e| Error::Syntax {
+                path: path.to_owned(),
+                line: e.line(),
+                column: e.column(),
+                message: e
+                    .to_string()
+                    .split(" at line ")
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+            })?;
+            let mut cx = Cx {
+                path,
+                problems: &mut problems,
+            };
+            let Some(root) = cx.object(&root, "") else {
+                continue;
+            };
+            cx.keys(root, "", &["permissions", "tools", "$schema"]);
+            if let Some(perms) = root
+                .get("permissions")
+                .and_then(|v| cx.object(v, "/permissions"))
+            {
+                cx.keys(
+                    perms,
+                    "/permissions",
+                    &["mode", "allow", "deny", "require_plan_artifact"],
+                );
+                if let Some(v) = perms.get("mode") {
+                    match v.as_str().and_then(Mode::parse) {
+                        Some(mode) if !mode_set => {
+                            config.mode = mode;
+                            config.mode_source = Some(path.to_owned());
+                            mode_set = true;
+                        }
+                        Some(_) => {}
+                        None => cx.problem(
+                            "/permissions/mode",
+                            &format!("unknown mode {v}"),
+                            "use \"ask\", \"allowlist\" or \"yolo\"",
+                        ),
+                    }
+                }
+                if let Some(v) = perms.get("require_plan_artifact") {
+                    match v.as_bool() {
+                        Some(b) if !plan_set => {
+                            config.require_plan_artifact = b;
+                            plan_set = true;
+                        }
+                        Some(_) => {}
+                        None => cx.problem(
+                            "/permissions/require_plan_artifact",
+                            "expected true or false",
+                            "write true or false without quotes",
+                        ),
+                    }
+                }
+                config
+                    .allow
+                    .extend(cx.patterns(perms, "/permissions", "allow"));
+                config
+                    .deny
+                    .extend(cx.patterns(perms, "/permissions", "deny"));
+            }
+            if let Some(tools) = root.get("tools").and_then(|v| cx.object(v, "/tools")) {
+                cx.keys(tools, "/tools", &["wait_and_verify"]);
+                if let Some(wv) = tools
+                    .get("wait_and_verify")
+                    .and_then(|v| cx.object(v, "/tools/wait_and_verify"))
+                {
+                    cx.keys(wv, "/tools/wait_and_verify", &["poll_allow"]);
+                    config.poll_allow.extend(cx.patterns(
+                        wv,
+                        "/tools/wait_and_verify",
+                        "poll_allow",
+                    ));
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(Error::Invalid { problems })
+        }
+    }
+}
+
+struct Cx<'a> {
+    path: &'a Path,
+    problems: &'a mut Vec<Problem>,
+}
+
+impl Cx<'_> {
+    fn problem(&mut self, pointer: &str, message: &str, fix: &str) {
+        self.problems.push(Problem {
+            path: self.path.to_owned(),
+            pointer: pointer.to_owned(),
+            message: message.to_owned(),
+            fix: fix.to_owned(),
+        });
+    }
+
+    fn object<'v>(&mut self, v: &'v Value, pointer: &str) -> Option<&'v Map<String, Value>> {
+        let obj = v.as_object();
+        if obj.is_none() {
+            self.problem(
+                if pointer.is_empty() { "/" } else { pointer },
+                "expected a JSON object",
+                "write {…}",
+            );
+        }
+        obj
+    }
+
+    fn keys(&mut self, obj: &Map<String, Value>, base: &str, known: &[&str]) {
+        for key in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+            let close = known
+                .iter()
+                .map(|k| (strsim::damerau_levenshtein(key, k), *k))
+                .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+                .min_by_key(|(d, _)| *d);
+            let fix = match close {
+                Some((_, k)) => format!("did you mean `{k}`?"),
+                None => format!(
+                    "valid fields here are {}",
+                    known
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            self.problem(
+                &format!("{base}/{key}"),
+                &format!("unknown field `{key}`"),
+                &fix,
+            );
+        }
+    }
+
+    fn patterns(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Vec<Pattern> {
+        let Some(v) = obj.get(key) else {
+            return Vec::new();
+        };
+        let Some(items) = v.as_array() else {
+            self.problem(
+                &format!("{base}/{key}"),
+                "expected an array of patterns",
+                "write [\"mcp:server_tool\", \"mcp:server_*\"]",
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let pointer = format!("{base}/{key}/{i}");
+            match item.as_str().map(|s| Pattern::parse(s, self.path)) {
+                Some(Ok(p)) => out.push(p),
+                Some(Err(message)) => self.problem(
+                    &pointer,
+                    &message,
+                    "write `namespace:glob`, such as \"mcp:filesystem_read_*\"",
+                ),
+                None => self.problem(
+                    &pointer,
+                    "expected a string",
+                    "write the pattern in double quotes",
+                ),
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,413 @@
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::{Mode, Pattern, PermissionsConfig};
+
+/// The namespace every MCP tool call is gated under.
+pub const MCP: &str = "mcp";
+
+/// Longest detail string shown when asking.
+pub const DETAIL_CHARS: usize = 200;
+
+/// A call the gate is asked about.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The namespaced tool name.
+    pub name: &'a str,
+    /// Its arguments.
+    pub arguments: &'a Value,
+    /// Its dispatch class.
+    pub read_only: bool,
+}
+
+/// What the gate says about a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Refuse it; `reason` says why and `advice` what would allow it.
+    Deny {
+        /// Why.
+        reason: String,
+        /// What would allow it (the pattern to add, the call to make first).
+        advice: String,
+    },
+    /// Ask the [`Prompter`] with this detail string.
+    Ask {
+        /// `<tool_name> <json-args>`, cut at 200 characters.
+        detail: String,
+    },
+}
+
+/// A person's (or a policy's) answer to an ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Run this call.
+    Yes,
+    /// Refuse this call.
+    No,
+    /// Run this call and every later call of the same tool in this session.
+    Always,
+}
+
+/// Answers the gate's asks: a TTY prompt, a headless policy, or a gateway
+/// forwarding to its own client.
+pub trait Prompter: Send + Sync {
+    /// Answers the ask about `tool`, shown to a person as `detail`.
+    fn ask(&self, tool: &str, detail: &str) -> Answer;
+}
+
+/// A prompter that refuses every ask: for runs with nobody to ask.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RefuseAll;
+
+impl Prompter for RefuseAll {
+    fn ask(&self, _tool: &str, _detail: &str) -> Answer {
+        Answer::No
+    }
+}
+
+/// A prompter that approves every ask (`--yes`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApproveAll;
+
+impl Prompter for ApproveAll {
+    fn ask(&self, _tool: &str, _detail: &str) -> Answer {
+        Answer::Yes
+    }
+}
+
+/// The permission gate of one session.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    config: PermissionsConfig,
+    mode: Mode,
+    plan_recorded: bool,
+    session_allow: BTreeSet<String>,
+}
+
+impl Gate {
+    /// A gate with `config`; `mode` overrides the configured mode.
+    pub fn new(config: PermissionsConfig, mode: Option<Mode>) -> Gate {
+        let mode = mode.unwrap_or(config.mode);
+        Gate {
+            config,
+            mode,
+            plan_recorded: false,
+            session_allow: BTreeSet::new(),
+        }
+    }
+
+    /// The mode in force.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The config the gate was built from.
+    pub fn config(&self) -> &PermissionsConfig {
+        &self.config
+    }
+
+    /// Decides a call: in `yolo` mode everything runs; otherwise a deny
+    /// pattern refuses, then plan-first refuses a mutating call before
+    /// `record_plan`, then an allow pattern (or an earlier "always") runs it;
+    /// what is left is asked about in `ask` mode and refused in `allowlist` mode.
+    pub fn decide(&self, request: Request<'_>) -> Decision {
+        if self.mode == Mode::Yolo {
+            return Decision::Allow;
+        }
+        let name = request.name;
+        if let Some(p) = self.config.deny.iter().find(|p| p.matches(MCP, name)) {
+            return Decision::Deny {
+                reason: format!("`{name}` is denied by `{p}` in {}", p.source().display()),
+                advice: "remove that pattern from permissions.deny to allow it".to_owned(),
+            };
+        }
+        if self.config.require_plan_artifact && !request.read_only && !self.plan_recorded {
+            return Decision::Deny {
+                reason: format!(
+                    "plan-first is on (permissions.require_plan_artifact) and `{name}` changes state, but no plan has been recorded in this session"
+                ),
+                advice: "call `record_plan` with your plan first; read-only tools need no plan"
+                    .to_owned(),
+            };
+        }
+        if self.session_allow.contains(name)
+            || self.config.allow.iter().any(|p| p.matches(MCP, name))
+        {
+            return Decision::Allow;
+        }
+        match self.mode {
+            Mode::Allowlist => Decision::Deny {
+                reason: format!(
+                    "`{name}` is not on the allowlist (permissions.mode is \"allowlist\")"
+                ),
+                advice: format!("add \"mcp:{name}\" to permissions.allow in .agents/config.json"),
+            },
+            _ => Decision::Ask {
+                detail: detail(name, request.arguments),
+            },
+        }
+    }
+
+    /// Records that the plan exists: mutating calls may run from now on.
+    pub fn record_plan(&mut self) {
+        self.plan_recorded = true;
+    }
+
+    /// Whether `record_plan` has run in this session.
+    pub fn plan_recorded(&self) -> bool {
+        self.plan_recorded
+    }
+
+    /// Allows `name` for the rest of the session (an "always" answer).
+    pub fn allow_for_session(&mut self, name: &str) {
+        self.session_allow.insert(name.to_owned());
+    }
+
+    /// Whether `wait_and_verify` may poll `name`: read-only tools always,
+    /// mutating ones only when `tools.wait_and_verify.poll_allow` lists them
+    /// (by name, or by an `mcp:` pattern).
+    pub fn may_poll(&self, name: &str, read_only: bool) -> bool {
+        read_only
+            || self
+                .config
+                .poll_allow
+                .iter()
+                .any(|p| p.matches(MCP, name) || p.as_str() == name)
+    }
+
+    /// The `mcp:` patterns that match none of `names` (likely typos).
+    pub fn unmatched_patterns<'a>(&'a self, names: &[&str]) -> Vec<&'a Pattern> {
+        self.config
+            .allow
+            .iter()
+            .chain(&self.config.deny)
+            .filter(|p| p.namespace() == MCP && !names.iter().any(|n| p.matches(MCP, n)))
+            .collect()
+    }
+}
+
+/// The detail string of an ask: `<tool_name> <json-args>`, cut at 200 characters.
+pub fn detail(name: &str, arguments: &Value) -> String {
+    let full = format!("{name} {arguments}");
+    if full.chars().count() <= DETAIL_CHARS {
+        full
+    } else {
+        let cut: String = full.chars().take(DETAIL_CHARS - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn patterns(raw: &[&str]) -> Vec<Pattern> {
+        raw.iter()
+            .map(|r| Pattern::parse(r, Path::new(".agents/config.json")).unwrap())
+            .collect()
+    }
+
+    fn gate(mode: Mode, allow: &[&str], deny: &[&str], plan_first: bool) -> Gate {
+        Gate::new(
+            PermissionsConfig {
+                mode,
+                allow: patterns(allow),
+                deny: patterns(deny),
+                require_plan_artifact: plan_first,
+                ..PermissionsConfig::default()
+            },
+            None,
+        )
+    }
+
+    fn kind(d: &Decision) -> &'static str {
+        match d {
+            Decision::Allow => "allow",
+            Decision::Deny { .. } => "deny",
+            Decision::Ask { .. } => "ask",
+        }
+    }
+
+    #[test]
+    fn every_rule_in_order() {
+        let args = json!({"path": "/tmp"});
+        // (mode, allow, deny, plan-first, tool, read_only) → decision
+        let cases: [(Mode, &[&str], &[&str], bool, &str, bool, &str); 12] = [
+            (Mode::Ask, &[], &[], false, "fs_read", true, "ask"),
+            (
+                Mode::Ask,
+                &["mcp:fs_read"],
+                &[],
+                false,
+                "fs_read",
+                true,
+                "allow",
+            ),
+            (
+                Mode::Ask,
+                &["mcp:fs_*"],
+                &["mcp:fs_write"],
+                false,
+                "fs_write",
+                false,
+                "deny",
+            ), // deny beats allow
+            (
+                Mode::Ask,
+                &["mcp:*"],
+                &[],
+                false,
+                "fs_write",
+                false,
+                "allow",
+            ),
+            (Mode::Allowlist, &[], &[], false, "fs_read", true, "deny"),
+            (
+                Mode::Allowlist,
+                &["mcp:fs_read"],
+                &[],
+                false,
+                "fs_read",
+                true,
+                "allow",
+            ),
+            (
+                Mode::Yolo,
+                &[],
+                &["mcp:*"],
+                true,
+                "fs_write",
+                false,
+                "allow",
+            ), // yolo skips the gate
+            (Mode::Ask, &["mcp:*"], &[], true, "fs_write", false, "deny"), // plan-first
+            (Mode::Ask, &["mcp:*"], &[], true, "fs_read", true, "allow"),  // reads are exempt
+            (Mode::Ask, &[], &[], true, "fs_read", true, "ask"),
+            (
+                Mode::Ask,
+                &[],
+                &["mcp:fs_read"],
+                true,
+                "fs_read",
+                true,
+                "deny",
+            ),
+            (Mode::Ask, &["bash:*"], &[], false, "fs_read", true, "ask"), // other namespaces do not apply
+        ];
+        for (mode, allow, deny, plan, tool, read_only, want) in cases {
+            let g = gate(mode, allow, deny, plan);
+            let d = g.decide(Request {
+                name: tool,
+                arguments: &args,
+                read_only,
+            });
+            assert_eq!(
+                kind(&d),
+                want,
+                "{mode:?} allow {allow:?} deny {deny:?} plan {plan} {tool}"
+            );
+        }
+    }
+
+    #[test]
+    fn refusals_say_why_and_what_would_allow() {
+        let args = json!({});
+        let g = gate(Mode::Allowlist, &[], &[], false);
+        assert_eq!(
+            g.decide(Request {
+                name: "fs_write",
+                arguments: &args,
+                read_only: false
+            }),
+            Decision::Deny {
+                reason: "`fs_write` is not on the allowlist (permissions.mode is \"allowlist\")"
+                    .into(),
+                advice: "add \"mcp:fs_write\" to permissions.allow in .agents/config.json".into(),
+            }
+        );
+        let g = gate(Mode::Ask, &[], &["mcp:fs_*"], false);
+        let Decision::Deny { reason, .. } = g.decide(Request {
+            name: "fs_x",
+            arguments: &args,
+            read_only: true,
+        }) else {
+            panic!("deny")
+        };
+        assert_eq!(
+            reason,
+            "`fs_x` is denied by `mcp:fs_*` in .agents/config.json"
+        );
+    }
+
+    #[test]
+    fn plan_first_lifts_after_record_plan() {
+        let mut g = gate(Mode::Ask, &["mcp:*"], &[], true);
+        let args = json!({});
+        let write = Request {
+            name: "fs_write",
+            arguments: &args,
+            read_only: false,
+        };
+        assert_eq!(kind(&g.decide(write)), "deny");
+        g.record_plan();
+        assert_eq!(kind(&g.decide(write)), "allow");
+    }
+
+    #[test]
+    fn always_allows_the_tool_for_the_session() {
+        let mut g = gate(Mode::Ask, &[], &[], false);
+        let args = json!({});
+        let r = Request {
+            name: "fs_write",
+            arguments: &args,
+            read_only: false,
+        };
+        assert_eq!(kind(&g.decide(r)), "ask");
+        g.allow_for_session("fs_write");
+        assert_eq!(kind(&g.decide(r)), "allow");
+    }
+
+    #[test]
+    fn the_detail_is_cut_at_200_characters() {
+        assert_eq!(
+            detail("fs_read", &json!({"path": "/tmp"})),
+            r#"fs_read {"path":"/tmp"}"#
+        );
+        let long = detail("t", &json!({"x": "y".repeat(500)}));
+        assert_eq!(long.chars().count(), 200);
+        assert!(long.ends_with('…'));
+    }
+
+    #[test]
+    fn unmatched_patterns_are_found() {
+        let g = gate(
+            Mode::Ask,
+            &["mcp:fs_*", "mcp:gh_*", "bash:ls"],
+            &["mcp:fs_delete"],
+            false,
+        );
+        let names = ["fs_read", "fs_write"];
+        let unmatched: Vec<&str> = g
+            .unmatched_patterns(&names)
+            .iter()
+            .map(|p| p.as_str())
+            .collect();
+        assert_eq!(unmatched, ["mcp:gh_*", "mcp:fs_delete"]);
+    }
+
+    #[test]
+    fn polling_needs_read_only_or_poll_allow() {
+        let mut g = gate(Mode::Ask, &[], &[], false);
+        assert!(g.may_poll("fs_read", true));
+        assert!(!g.may_poll("jobs_start", false));
+        g.config.poll_allow = patterns(&["mcp:jobs_*"]);
+        assert!(g.may_poll("jobs_start", false));
+    }
+}

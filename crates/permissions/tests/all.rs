@@ -1,0 +1,84 @@
+//! Loading `config.json` files: precedence, merged lists, and errors that
+//! name the file and the field.
+
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::path::PathBuf;
+
+use core_agent_permissions::{Mode, PermissionsConfig};
+
+fn files(project: Option<&str>, user: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("project.json");
+    let u = dir.path().join("user.json");
+    if let Some(t) = project {
+        std::fs::write(&p, t).unwrap();
+    }
+    if let Some(t) = user {
+        std::fs::write(&u, t).unwrap();
+    }
+    (dir, p, u)
+}
+
+#[test]
+fn project_wins_for_scalars_and_lists_from_both_apply() {
+    let (_d, p, u) = files(
+        Some(r#"{"permissions": {"mode": "allowlist", "allow": ["mcp:a_*"]}}"#),
+        Some(
+            r#"{"permissions": {"mode": "yolo", "require_plan_artifact": true, "allow": ["mcp:b"], "deny": ["mcp:c"]},
+                 "tools": {"wait_and_verify": {"poll_allow": ["mcp:jobs_*"]}}}"#,
+        ),
+    );
+    let c = PermissionsConfig::load(&p, Some(&u)).unwrap();
+    assert_eq!(c.mode, Mode::Allowlist);
+    assert_eq!(c.mode_source.as_deref(), Some(p.as_path()));
+    assert!(
+        c.require_plan_artifact,
+        "the user file sets what the project leaves unset"
+    );
+    let allow: Vec<&str> = c.allow.iter().map(|p| p.as_str()).collect();
+    assert_eq!(allow, ["mcp:a_*", "mcp:b"]);
+    assert_eq!(c.deny[0].as_str(), "mcp:c");
+    assert_eq!(c.deny[0].source(), u.as_path());
+    assert_eq!(c.poll_allow[0].as_str(), "mcp:jobs_*");
+}
+
+#[test]
+fn missing_files_give_the_defaults() {
+    let (_d, p, u) = files(None, None);
+    let c = PermissionsConfig::load(&p, Some(&u)).unwrap();
+    assert_eq!(
+        (c.mode, c.require_plan_artifact, c.allow.len()),
+        (Mode::Ask, false, 0)
+    );
+}
+
+#[test]
+fn errors_name_the_file_and_the_field() {
+    let (_d, p, _u) = files(
+        Some(
+            r#"{"permissions": {"mode": "sometimes", "alow": [], "deny": ["nocolon", 3], "require_plan_artifact": "yes"}, "tool": {}}"#,
+        ),
+        None,
+    );
+    let err = PermissionsConfig::load(&p, None).unwrap_err().to_string();
+    let f = p.display();
+    assert_eq!(
+        err,
+        format!(
+            "{f}: /tool: unknown field `tool`; did you mean `tools`?\n\
+             {f}: /permissions/alow: unknown field `alow`; did you mean `allow`?\n\
+             {f}: /permissions/mode: unknown mode \"sometimes\"; use \"ask\", \"allowlist\" or \"yolo\"\n\
+             {f}: /permissions/require_plan_artifact: expected true or false; write true or false without quotes\n\
+             {f}: /permissions/deny/0: `nocolon` has no namespace; write `namespace:glob`, such as \"mcp:filesystem_read_*\"\n\
+             {f}: /permissions/deny/1: expected a string; write the pattern in double quotes"
+        )
+    );
+    let (_d, p, _u) = files(Some("{\"permissions\": [}"), None);
+    assert!(
+        PermissionsConfig::load(&p, None)
+            .unwrap_err()
+            .to_string()
+            .contains(":1:18: invalid JSON")
+    );
+}
