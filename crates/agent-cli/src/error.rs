@@ -13,6 +13,34 @@ pub enum Error {
         /// Close names from the catalog.
         suggestions: Vec<String>,
     },
+    /// The caller's trust level may not see or call the tool.
+    #[error("`{name}` is not available at trust level `{level}`; it allows {allowed}")]
+    Restricted {
+        /// The tool.
+        name: String,
+        /// The caller's level.
+        level: String,
+        /// The levels it allows.
+        allowed: String,
+    },
+    /// The permission gate refused the call.
+    #[error("permission denied: {reason}; {advice}")]
+    Denied {
+        /// The tool.
+        name: String,
+        /// Why.
+        reason: String,
+        /// What would allow it.
+        advice: String,
+    },
+    /// A built-in tool was called with arguments it cannot use.
+    #[error("`{name}`: {message}")]
+    BadArguments {
+        /// The built-in.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
     /// The call could not be made or did not finish.
     #[error(transparent)]
     Call(#[from] core_agent_mcp_transport::Error),

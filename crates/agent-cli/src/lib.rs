@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub mod builtin;
 mod config_view;
 pub mod demo;
 mod doctor;
@@ -10,5 +11,5 @@ mod text;
 pub use config_view::{ConfigReport, FileReport, SettingReport, config_report};
 pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
 pub use error::{Error, Result};
-pub use host::{Host, HostOptions, ServerReport, ToolReport};
+pub use host::{CallOutcome, CallRequest, Host, HostOptions, ServerReport, ToolReport, cap_result};
 pub use text::terminal_safe;

@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use core_agent::{DoctorOptions, DoctorReport, Host, HostOptions};
-use core_agent_mcp_config::{ConfigPaths, Dialect, NewServer, Scope};
+use core_agent::{CallRequest, DoctorOptions, DoctorReport, Host, HostOptions};
+use core_agent_mcp_config::{ConfigPaths, Dialect, NewServer, Scope, TrustLevel};
 use core_agent_mcp_transport::model::{
     CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
 };
 use core_agent_mcp_transport::{BoxFuture, Elicitor, Server, Status, describe_request};
+use core_agent_permissions::{Answer, ApproveAll, Mode, PermissionsConfig, Prompter, RefuseAll};
 
 /// An MCP host for AI agents: mount MCP servers, see their tools, call them.
 #[derive(Debug, Parser)]
@@ -38,9 +39,39 @@ struct Global {
     /// Limit on each server's start (spawn or connect, initialize, list tools), in seconds.
     #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0)]
     start_timeout: f64,
-    /// Limit on each tool call, in seconds; the request is cancelled on the server past it.
-    #[arg(long, global = true, value_name = "SECS", default_value_t = 30.0)]
-    call_timeout: f64,
+    /// Limit on each tool call, in seconds (overrides every server's `call_timeout_ms`);
+    /// the request is cancelled on the server past it.
+    #[arg(long, global = true, value_name = "SECS")]
+    call_timeout: Option<f64>,
+    /// The caller's trust level: which tools it may see and call.
+    #[arg(long, global = true, value_enum, default_value_t = TrustArg::Creator)]
+    trust_level: TrustArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TrustArg {
+    Creator,
+    Agent,
+    User,
+    Public,
+}
+
+impl TrustArg {
+    fn level(self) -> TrustLevel {
+        match self {
+            TrustArg::Creator => TrustLevel::Creator,
+            TrustArg::Agent => TrustLevel::Agent,
+            TrustArg::User => TrustLevel::User,
+            TrustArg::Public => TrustLevel::Public,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ModeArg {
+    Ask,
+    Allowlist,
+    Yolo,
 }
 
 #[derive(Debug, Subcommand)]
@@ -53,19 +84,30 @@ enum Command {
     Config(ConfigCommand),
     /// List the namespaced tools the model would see.
     Tools {
-        /// Print a JSON array of {name, server, tool, description, input_schema}.
+        /// Print a JSON array of {name, server, tool, description, input_schema, read_only, trust_levels}.
         #[arg(long)]
         json: bool,
     },
-    /// Call a tool by its namespaced name.
+    /// Call a tool by its namespaced name, through the permission gate.
     Call {
         /// The namespaced tool name, as `core-agent tools` lists it.
-        name: String,
+        #[arg(required_unless_present = "batch")]
+        name: Option<String>,
         /// The arguments as a JSON object (default `{}`); `-` reads them from stdin.
         args: Option<String>,
         /// Print the whole MCP CallToolResult as JSON.
         #[arg(long)]
         json: bool,
+        /// Run a turn of calls: JSON lines `{"name": …, "arguments": {…}}` from FILE (`-`: stdin);
+        /// prints one JSON line per call, in input order.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["name", "args"])]
+        batch: Option<String>,
+        /// Override the configured permission mode.
+        #[arg(long, value_enum)]
+        mode: Option<ModeArg>,
+        /// Approve every call the gate would ask about.
+        #[arg(long)]
+        yes: bool,
     },
     /// Serve the built-in demo MCP server on stdin/stdout.
     DemoServer,
@@ -75,7 +117,7 @@ enum Command {
 enum McpCommand {
     /// One line per configured server: transport, scope, status, tool count, error.
     List {
-        /// Print a JSON array of {name, transport, scope, status, tools, error}.
+        /// Print a JSON array of {name, transport, scope, status, tools, error, restricted, warnings}.
         #[arg(long)]
         json: bool,
     },
@@ -196,20 +238,39 @@ async fn run(cli: Cli) -> u8 {
         };
     }
     // Arguments are checked before any server starts.
-    let call_args = match &cli.command {
-        Command::Call { args, .. } => match parse_call_args(args.as_deref()) {
-            Ok(a) => Some(a),
+    let calls = match &cli.command {
+        Command::Call {
+            name: Some(name),
+            args,
+            ..
+        } => match parse_call_args(args.as_deref()) {
+            Ok(arguments) => vec![CallRequest {
+                name: name.clone(),
+                arguments,
+            }],
             Err(e) => {
                 eprintln!("core-agent: {e:#}");
                 return USAGE;
             }
         },
-        _ => None,
+        Command::Call {
+            batch: Some(file), ..
+        } => match parse_batch(file) {
+            Ok(calls) => calls,
+            Err(e) => {
+                eprintln!("core-agent: {e:#}");
+                return USAGE;
+            }
+        },
+        _ => Vec::new(),
     };
-    let (Some(start_timeout), Some(call_timeout)) = (
-        seconds(cli.global.start_timeout),
-        seconds(cli.global.call_timeout),
-    ) else {
+    let call_timeout = match cli.global.call_timeout {
+        None => Some(None),
+        Some(s) => seconds(s).map(Some),
+    };
+    let (Some(start_timeout), Some(call_timeout)) =
+        (seconds(cli.global.start_timeout), call_timeout)
+    else {
         eprintln!(
             "core-agent: --start-timeout and --call-timeout take a positive number of seconds"
         );
@@ -222,6 +283,20 @@ async fn run(cli: Cli) -> u8 {
     };
     options.start.timeout = start_timeout;
     options.start.elicitor = Arc::new(NoticeDecline);
+    if let Command::Call { mode, yes, .. } = &cli.command {
+        options.mode = mode.map(|m| match m {
+            ModeArg::Ask => Mode::Ask,
+            ModeArg::Allowlist => Mode::Allowlist,
+            ModeArg::Yolo => Mode::Yolo,
+        });
+        options.prompter = if *yes {
+            Arc::new(ApproveAll)
+        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+            Arc::new(TtyPrompter)
+        } else {
+            Arc::new(RefuseAll)
+        };
+    }
     match &cli.command {
         Command::Config(ConfigCommand::Schema { dialect }) => {
             let dialect = match dialect {
@@ -277,13 +352,31 @@ async fn run(cli: Cli) -> u8 {
         print_config(&config, *json);
         return 0;
     }
+    let project_permissions = cli.global.agents_dir.join("config.json");
+    let user_permissions = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| Path::new(&h).join(".agents").join("config.json"));
+    options.permissions =
+        match PermissionsConfig::load(&project_permissions, user_permissions.as_deref()) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("core-agent: bad config:\n{e}");
+                return USAGE;
+            }
+        };
     let env = config.dotenv.over_process();
     let mut host = Host::start(&config, &env, options, &report_ready).await;
-    for warning in host.catalog().warnings() {
-        eprintln!("core-agent: mcp: {warning}");
+    for server in host.server_reports(TrustLevel::Creator) {
+        for warning in &server.warnings {
+            eprintln!("core-agent: mcp: {}", clean(warning));
+        }
     }
+    for warning in host.warnings() {
+        eprintln!("core-agent: {}", clean(&warning));
+    }
+    let level = cli.global.trust_level.level();
     let code = tokio::select! {
-        code = execute(&host, &cli.command, call_args) => code,
+        code = execute(&host, &cli.command, calls, level) => code,
         signal = interrupted() => {
             eprintln!("core-agent: {signal}: stopping the servers");
             130
@@ -293,10 +386,10 @@ async fn run(cli: Cli) -> u8 {
     code
 }
 
-async fn execute(host: &Host, command: &Command, call_args: Option<JsonObject>) -> u8 {
+async fn execute(host: &Host, command: &Command, calls: Vec<CallRequest>, level: TrustLevel) -> u8 {
     match command {
         Command::Mcp(McpCommand::List { json }) => {
-            let reports = host.server_reports();
+            let reports = host.server_reports(level);
             if *json {
                 print_json(&reports);
             } else if reports.is_empty() {
@@ -305,6 +398,12 @@ async fn execute(host: &Host, command: &Command, call_args: Option<JsonObject>) 
                 for r in reports {
                     let detail = match &r.error {
                         Some(e) => format!("error: {}", clean(first_line(e))),
+                        None if r.restricted > 0 => {
+                            format!(
+                                "{} tools ({} restricted at this trust level)",
+                                r.tools, r.restricted
+                            )
+                        }
                         None => format!("{} tools", r.tools),
                     };
                     println!(
@@ -316,19 +415,45 @@ async fn execute(host: &Host, command: &Command, call_args: Option<JsonObject>) 
             0
         }
         Command::Tools { json } => {
-            let tools = host.tool_reports();
+            let tools = host.tool_reports(level);
             if *json {
                 print_json(&tools);
             } else {
                 for t in tools {
-                    println!("{}\n    {}", t.name, clean(first_line(&t.description)));
+                    let class = if t.read_only { "read-only" } else { "mutating" };
+                    let trust = t.trust_levels.join(", ");
+                    println!("{}  [{class}; {trust}]", t.name);
+                    for line in clean(&t.description).lines() {
+                        println!("    {line}");
+                    }
                 }
             }
             0
         }
-        Command::Call { name, json, .. } => {
-            let args = call_args.unwrap_or_default();
-            match host.call(name, args).await {
+        Command::Call { batch: Some(_), .. } => {
+            let mut failed = false;
+            for outcome in host.call_batch(calls, level).await {
+                let ms = outcome.elapsed.as_millis();
+                let line = match outcome.result {
+                    Ok(result) => {
+                        let ok = result.is_error != Some(true);
+                        failed |= !ok;
+                        serde_json::json!({"name": outcome.name, "ok": ok, "result": result, "ms": ms})
+                    }
+                    Err(e) => {
+                        failed = true;
+                        serde_json::json!({"name": outcome.name, "ok": false, "error": e.to_string(), "ms": ms})
+                    }
+                };
+                println!("{line}");
+            }
+            if failed { FAILED } else { 0 }
+        }
+        Command::Call { json, .. } => {
+            let Some(CallRequest { name, arguments }) = calls.into_iter().next() else {
+                return USAGE;
+            };
+            match host.call(&name, arguments, level).await {
                 Ok(result) => {
                     if *json {
                         print_json(&result);
@@ -665,6 +790,48 @@ fn parse_call_args(raw: Option<&str>) -> anyhow::Result<JsonObject> {
     }
 }
 
+/// Reads a batch: one JSON object `{"name": …, "arguments": {…}}` per line.
+fn parse_batch(file: &str) -> anyhow::Result<Vec<CallRequest>> {
+    let text = if file == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("cannot read the batch from stdin")?;
+        s
+    } else {
+        std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the batch file {file}"))?
+    };
+    let mut calls = Vec::new();
+    for (i, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let bad = || {
+            format!(
+                "batch line {}: expected {{\"name\": \"<tool>\", \"arguments\": {{…}}}}",
+                i + 1
+            )
+        };
+        let value: serde_json::Value = serde_json::from_str(line).with_context(bad)?;
+        let name = value
+            .get("name")
+            .and_then(|n| n.as_str())
+            .with_context(bad)?;
+        let arguments = match value.get("arguments") {
+            None => JsonObject::new(),
+            Some(serde_json::Value::Object(m)) => m.clone(),
+            Some(_) => anyhow::bail!("{}: `arguments` must be an object", bad()),
+        };
+        calls.push(CallRequest {
+            name: name.to_owned(),
+            arguments,
+        });
+    }
+    Ok(calls)
+}
+
 fn seconds(s: f64) -> Option<Duration> {
     (s.is_finite() && s > 0.0).then(|| Duration::from_secs_f64(s))
 }
@@ -751,6 +918,27 @@ async fn interrupted() -> &'static str {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => "interrupted",
         () = term => "terminated",
+    }
+}
+
+/// Asks the person at the terminal: y (this call), n, or a (always, for this session).
+struct TtyPrompter;
+
+impl Prompter for TtyPrompter {
+    fn ask(&self, _tool: &str, detail: &str) -> Answer {
+        eprint!(
+            "core-agent: allow {}? [y]es / [n]o / [a]lways this session: ",
+            clean(detail)
+        );
+        let mut line = String::new();
+        if std::io::stdin().read_line(&mut line).is_err() {
+            return Answer::No;
+        }
+        match line.trim().to_ascii_lowercase().as_str() {
+            "y" | "yes" => Answer::Yes,
+            "a" | "always" => Answer::Always,
+            _ => Answer::No,
+        }
     }
 }
 

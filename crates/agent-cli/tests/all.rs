@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use core_agent::{Error, Host, HostOptions, ServerReport};
 use core_agent_mcp_config::{
-    Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport,
+    Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport, TrustLevel,
 };
 use core_agent_mcp_transport::model::{CallToolResult, JsonObject};
 use expect_test::expect;
@@ -74,7 +74,7 @@ async fn start_reports_every_server_in_config_order() {
             stdio("missing", "/nonexistent/mcp-server", &[]),
         ]),
         &env,
-        HostOptions::default(),
+        approving(),
         &|s| ready.lock().unwrap().push(s.name().to_owned()),
     )
     .await;
@@ -84,7 +84,7 @@ async fn start_reports_every_server_in_config_order() {
     let names: Vec<&str> = host.servers().map(|s| s.name()).collect();
     assert_eq!(names, ["demo", "missing"]);
 
-    let reports = host.server_reports();
+    let reports = host.server_reports(TrustLevel::Creator);
     assert_eq!(
         reports,
         [
@@ -95,6 +95,8 @@ async fn start_reports_every_server_in_config_order() {
                 status: "connected".into(),
                 tools: 4,
                 error: None,
+                restricted: 0,
+                warnings: vec![],
             },
             ServerReport {
                 name: "missing".into(),
@@ -103,6 +105,8 @@ async fn start_reports_every_server_in_config_order() {
                 status: "error".into(),
                 tools: 0,
                 error: Some("command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)".into()),
+                restricted: 0,
+                warnings: vec![],
             },
         ]
     );
@@ -115,7 +119,9 @@ async fn start_reports_every_server_in_config_order() {
             "scope": "project",
             "status": "connected",
             "tools": 4,
-            "error": null
+            "error": null,
+            "restricted": 0,
+            "warnings": []
           },
           {
             "name": "missing",
@@ -123,7 +129,9 @@ async fn start_reports_every_server_in_config_order() {
             "scope": "project",
             "status": "error",
             "tools": 0,
-            "error": "command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)"
+            "error": "command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)",
+            "restricted": 0,
+            "warnings": []
           }
         ]"#]]
     .assert_eq(&serde_json::to_string_pretty(&reports).unwrap());
@@ -138,7 +146,7 @@ async fn the_catalog_namespaces_every_connected_servers_tools() {
             demo("inv.demo"),
             stdio("missing", "/nonexistent/mcp-server", &[]),
         ],
-        HostOptions::default(),
+        approving(),
     )
     .await;
     let catalog = host.catalog();
@@ -159,13 +167,18 @@ async fn the_catalog_namespaces_every_connected_servers_tools() {
         inv_demo_lookup_item -> inv.demo / lookup_item"#]]
     .assert_eq(&routes.join("\n"));
 
-    let reports = host.tool_reports();
+    let reports = host.tool_reports(TrustLevel::Creator);
     let names: Vec<&str> = reports.iter().map(|r| r.name.as_str()).collect();
     let catalog_names: Vec<&str> = catalog.entries().iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names, catalog_names);
+    // The built-ins come first, then the catalog.
+    assert_eq!(names[..2], ["record_plan", "wait_and_verify"]);
+    assert_eq!(names[2..], catalog_names);
     let divide = reports.iter().find(|r| r.name == "demo_divide").unwrap();
     assert_eq!(
-        (divide.server.as_str(), divide.tool.as_str()),
+        (
+            divide.server.as_deref().unwrap_or_default(),
+            divide.tool.as_str()
+        ),
         ("demo", "divide")
     );
     assert_eq!(divide.description, "Divide a by b. Fails when b is zero.");
@@ -183,7 +196,15 @@ async fn the_catalog_namespaces_every_connected_servers_tools() {
         .collect();
     assert_eq!(
         keys,
-        ["name", "server", "tool", "description", "input_schema"]
+        [
+            "name",
+            "server",
+            "tool",
+            "description",
+            "input_schema",
+            "read_only",
+            "trust_levels"
+        ]
     );
 
     // Calls go to the server that published the name: each process counts its own notes.
@@ -192,7 +213,10 @@ async fn the_catalog_namespaces_every_connected_servers_tools() {
         ("demo_add_note", "saved note #2: a"),
         ("inv_demo_add_note", "saved note #1: a"),
     ] {
-        let result = host.call(tool, args(json!({"text": "a"}))).await.unwrap();
+        let result = host
+            .call(tool, args(json!({"text": "a"})), TrustLevel::Creator)
+            .await
+            .unwrap();
         assert_eq!(text(&result), want, "{tool}");
     }
     host.shutdown().await;
@@ -200,7 +224,7 @@ async fn the_catalog_namespaces_every_connected_servers_tools() {
 
 #[tokio::test]
 async fn calls_return_the_tools_results() {
-    let mut host = start(vec![demo("demo")], HostOptions::default()).await;
+    let mut host = start(vec![demo("demo")], approving()).await;
     let table = [
         ("demo_divide", json!({"a": 1, "b": 4}), "0.25"),
         ("demo_divide", json!({"a": -9, "b": 3}), "-3"),
@@ -211,13 +235,20 @@ async fn calls_return_the_tools_results() {
         ),
     ];
     for (tool, arguments, want) in table {
-        let result = host.call(tool, args(arguments.clone())).await.unwrap();
+        let result = host
+            .call(tool, args(arguments.clone()), TrustLevel::Creator)
+            .await
+            .unwrap();
         assert_ne!(result.is_error, Some(true), "{tool} {arguments}");
         assert_eq!(text(&result), want, "{tool} {arguments}");
     }
 
     let result = host
-        .call("demo_lookup_item", args(json!({"sku": "SKU-0042"})))
+        .call(
+            "demo_lookup_item",
+            args(json!({"sku": "SKU-0042"})),
+            TrustLevel::Creator,
+        )
         .await
         .unwrap();
     let item: Value = serde_json::from_str(&text(&result)).unwrap();
@@ -227,7 +258,11 @@ async fn calls_return_the_tools_results() {
     );
 
     let result = host
-        .call("demo_list_inventory", JsonObject::new())
+        .call(
+            "demo_list_inventory",
+            JsonObject::new(),
+            TrustLevel::Creator,
+        )
         .await
         .unwrap();
     let listing = text(&result);
@@ -240,7 +275,7 @@ async fn calls_return_the_tools_results() {
 
 #[tokio::test]
 async fn a_tool_that_reports_failure_is_ok_with_is_error() {
-    let mut host = start(vec![demo("demo")], HostOptions::default()).await;
+    let mut host = start(vec![demo("demo")], approving()).await;
     let table = [
         (
             "demo_divide",
@@ -254,7 +289,10 @@ async fn a_tool_that_reports_failure_is_ok_with_is_error() {
         ),
     ];
     for (tool, arguments, want) in table {
-        let result = host.call(tool, args(arguments)).await.unwrap();
+        let result = host
+            .call(tool, args(arguments), TrustLevel::Creator)
+            .await
+            .unwrap();
         assert_eq!(result.is_error, Some(true), "{tool}");
         assert_eq!(text(&result), want, "{tool}");
     }
@@ -263,7 +301,7 @@ async fn a_tool_that_reports_failure_is_ok_with_is_error() {
 
 #[tokio::test]
 async fn an_unknown_name_suggests_close_ones() {
-    let mut host = start(vec![demo("demo")], HostOptions::default()).await;
+    let mut host = start(vec![demo("demo")], approving()).await;
     let table: [(&str, &[&str], &str); 6] = [
         (
             "demo_divid",
@@ -297,7 +335,10 @@ async fn an_unknown_name_suggests_close_ones() {
         ),
     ];
     for (name, want, message) in table {
-        let err = host.call(name, JsonObject::new()).await.unwrap_err();
+        let err = host
+            .call(name, JsonObject::new(), TrustLevel::Creator)
+            .await
+            .unwrap_err();
         match &err {
             Error::UnknownTool {
                 name: got,
@@ -331,8 +372,8 @@ async fn a_call_to_a_stuck_server_times_out_as_a_call_error() {
         env!("CARGO_BIN_EXE_core-agent")
     );
     let options = HostOptions {
-        call_timeout: Duration::from_millis(300),
-        ..HostOptions::default()
+        call_timeout: Some(Duration::from_millis(300)),
+        ..approving()
     };
     let mut host = start(vec![stdio("demo", "sh", &["-c", &script])], options).await;
     assert_eq!(host.catalog().entries().len(), 4);
@@ -344,7 +385,11 @@ async fn a_call_to_a_stuck_server_times_out_as_a_call_error() {
     // A stopped server reads nothing and answers nothing.
     signal(&pid, "-STOP");
     let err = host
-        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .call(
+            "demo_divide",
+            args(json!({"a": 1, "b": 2})),
+            TrustLevel::Creator,
+        )
         .await
         .unwrap_err();
     signal(&pid, "-CONT");
@@ -362,7 +407,11 @@ async fn a_call_to_a_stuck_server_times_out_as_a_call_error() {
     );
     // Once it runs again, so do calls.
     let result = host
-        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .call(
+            "demo_divide",
+            args(json!({"a": 1, "b": 2})),
+            TrustLevel::Creator,
+        )
         .await
         .unwrap();
     assert_eq!(text(&result), "0.5");
@@ -371,16 +420,20 @@ async fn a_call_to_a_stuck_server_times_out_as_a_call_error() {
 
 #[tokio::test]
 async fn after_shutdown_nothing_is_published() {
-    let mut host = start(vec![demo("demo")], HostOptions::default()).await;
+    let mut host = start(vec![demo("demo")], approving()).await;
     assert_eq!(host.catalog().entries().len(), 4);
     host.shutdown().await;
     assert!(host.catalog().entries().is_empty());
-    let reports = host.server_reports();
+    let reports = host.server_reports(TrustLevel::Creator);
     assert_eq!(reports.len(), 1);
     assert_ne!(reports[0].status, "connected");
     assert_eq!(reports[0].tools, 0);
     let err = host
-        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .call(
+            "demo_divide",
+            args(json!({"a": 1, "b": 2})),
+            TrustLevel::Creator,
+        )
         .await
         .unwrap_err();
     assert!(
@@ -394,6 +447,18 @@ async fn after_shutdown_nothing_is_published() {
 #[test]
 fn host_options_default_as_documented() {
     let options = HostOptions::default();
-    assert_eq!(options.call_timeout, Duration::from_secs(30));
+    assert_eq!(
+        options.call_timeout, None,
+        "each server's call_timeout_ms applies"
+    );
     assert_eq!(options.start.timeout, Duration::from_secs(30));
+}
+
+/// Host options whose gate approves every ask: these tests are about the
+/// Host's dispatch, not its permissions.
+fn approving() -> HostOptions {
+    HostOptions {
+        prompter: std::sync::Arc::new(core_agent_permissions::ApproveAll),
+        ..HostOptions::default()
+    }
 }

@@ -592,6 +592,7 @@ mod tests {
         let risky = Some(hints(None, Some(true), None));
         let open = Some(hints(Some(true), None, Some(true)));
         // (annotations, server allowedTrustLevels, tool policy) → levels
+        #[allow(clippy::type_complexity)]
         let cases: Vec<(
             Option<Annotations>,
             Option<Vec<TrustLevel>>,

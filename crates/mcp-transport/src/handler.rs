@@ -18,6 +18,7 @@ pub(crate) struct Handler {
     pub(crate) elicitor: Arc<dyn Elicitor>,
     pub(crate) client_info: Implementation,
     pub(crate) tools: Arc<RwLock<Vec<Tool>>>,
+    pub(crate) max_pages: usize,
 }
 
 impl ClientHandler for Handler {
@@ -36,8 +37,8 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        match context.peer.list_all_tools().await {
-            Ok(tools) => {
+        match crate::server::list_tools(&context.peer, self.max_pages).await {
+            Ok((tools, _)) => {
                 if let Ok(mut current) = self.tools.write() {
                     *current = tools;
                 }

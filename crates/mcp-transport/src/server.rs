@@ -2,7 +2,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use core_agent_mcp_config::{Env, HttpSpec, Scope, ServerEntry, StdioSpec, Transport};
+use core_agent_mcp_config::{Env, HttpSpec, Limits, Scope, ServerEntry, StdioSpec, Transport};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Implementation, JsonObject, Tool};
@@ -70,6 +70,7 @@ impl Status {
 pub struct Server {
     name: String,
     scope: Scope,
+    limits: Limits,
     transport: &'static str,
     elapsed: Duration,
     state: State,
@@ -86,6 +87,10 @@ struct Connection {
     tools: Arc<RwLock<Vec<Tool>>>,
     child: Option<ChildProcess>,
     kill_grace: Duration,
+    /// At most `max_concurrent_calls` calls in flight.
+    slots: Arc<tokio::sync::Semaphore>,
+    /// `tools/list` had more pages than `max_pages`.
+    truncated: bool,
 }
 
 impl Server {
@@ -143,6 +148,23 @@ impl Server {
         }
     }
 
+    /// Things about the server the operator should hear (for example that
+    /// its tool list was cut at `max_pages`).
+    pub fn warnings(&self) -> Vec<String> {
+        match &self.state {
+            State::Connected(c) if c.truncated => vec![format!(
+                "{}: stopped listing tools after {} pages (max_pages); tools on later pages are not published",
+                self.name, self.limits.max_pages
+            )],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The server's limits, from its config.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     /// What the server said about itself in `initialize`.
     pub fn server_info(&self) -> Option<Implementation> {
         match &self.state {
@@ -168,6 +190,12 @@ impl Server {
             });
         };
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        // Wait for a slot first: the timeout covers the call itself.
+        let Ok(_slot) = conn.slots.clone().acquire_owned().await else {
+            return Err(Error::NotConnected {
+                server: self.name.clone(),
+            });
+        };
         match tokio::time::timeout(timeout, conn.service.call_tool(params)).await {
             Ok(Ok(result)) => Ok(result),
             Ok(Err(e)) => Err(Error::Call {
@@ -296,6 +324,7 @@ async fn start_one(entry: &ServerEntry, launch: Launch, options: &StartOptions) 
             options.client_version.clone(),
         ),
         tools: tools.clone(),
+        max_pages: entry.spec.limits.max_pages,
     };
     let state = match launch {
         Launch::Unsupported(e) => Err(e),
@@ -305,7 +334,7 @@ async fn start_one(entry: &ServerEntry, launch: Launch, options: &StartOptions) 
         Launch::Http { url, headers } => start_http(handler, &url, &headers, options).await,
     };
     let state = match state {
-        Ok((service, listed, child)) => {
+        Ok((service, (listed, truncated), child)) => {
             if let Ok(mut t) = tools.write() {
                 *t = listed;
             }
@@ -314,6 +343,10 @@ async fn start_one(entry: &ServerEntry, launch: Launch, options: &StartOptions) 
                 tools,
                 child,
                 kill_grace: options.kill_grace,
+                slots: Arc::new(tokio::sync::Semaphore::new(
+                    entry.spec.limits.max_concurrent_calls.max(1),
+                )),
+                truncated,
             }))
         }
         Err(e) => State::Failed(e),
@@ -321,27 +354,53 @@ async fn start_one(entry: &ServerEntry, launch: Launch, options: &StartOptions) 
     Server {
         name: entry.name.clone(),
         scope: entry.scope,
+        limits: entry.spec.limits,
         transport: entry.spec.transport.kind(),
         elapsed: started.elapsed(),
         state,
     }
 }
 
+/// The tools a server listed, and whether the list was cut at `max_pages`.
+pub(crate) type Listed = (Vec<Tool>, bool);
+
 type Started = std::result::Result<
     (
         RunningService<RoleClient, Handler>,
-        Vec<Tool>,
+        Listed,
         Option<ChildProcess>,
     ),
     StartError,
 >;
 
-/// Runs the handshake (initialize, then every page of tools/list) under `timeout`.
+/// Lists the server's tools, following at most `max_pages` pages.
+pub(crate) async fn list_tools(
+    peer: &rmcp::Peer<RoleClient>,
+    max_pages: usize,
+) -> std::result::Result<Listed, rmcp::ServiceError> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..max_pages.max(1) {
+        let page = peer
+            .list_tools(Some(
+                rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
+            ))
+            .await?;
+        tools.extend(page.tools);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok((tools, false)),
+        }
+    }
+    Ok((tools, true))
+}
+
+/// Runs the handshake (initialize, then up to `max_pages` pages of tools/list) under `timeout`.
 async fn handshake<T, E, A>(
     handler: Handler,
     transport: T,
     timeout: Duration,
-) -> Option<std::result::Result<(RunningService<RoleClient, Handler>, Vec<Tool>), HandshakeError>>
+) -> Option<std::result::Result<(RunningService<RoleClient, Handler>, Listed), HandshakeError>>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
@@ -351,8 +410,8 @@ where
             .serve(transport)
             .await
             .map_err(|e| HandshakeError::Init(Box::new(e)))?;
-        let tools = service
-            .list_all_tools()
+        let max_pages = service.service().max_pages;
+        let tools = list_tools(service.peer(), max_pages)
             .await
             .map_err(HandshakeError::List)?;
         Ok((service, tools))

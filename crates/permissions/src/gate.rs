@@ -239,6 +239,7 @@ mod tests {
     fn every_rule_in_order() {
         let args = json!({"path": "/tmp"});
         // (mode, allow, deny, plan-first, tool, read_only) → decision
+        #[allow(clippy::type_complexity)]
         let cases: [(Mode, &[&str], &[&str], bool, &str, bool, &str); 12] = [
             (Mode::Ask, &[], &[], false, "fs_read", true, "ask"),
             (

@@ -1,0 +1,221 @@
+//! The built-in tools beside the MCP tools: `record_plan` and `wait_and_verify`.
+
+use std::time::Duration;
+
+use core_agent_mcp_transport::model::{CallToolResult, JsonObject};
+use serde_json::{Value, json};
+
+use crate::{Error, Result, ToolReport};
+
+/// Records the plan; lifts plan-first for the rest of the session.
+pub const RECORD_PLAN: &str = "record_plan";
+/// Polls a tool until a condition on its result holds.
+pub const WAIT_AND_VERIFY: &str = "wait_and_verify";
+
+/// The names of the built-ins.
+pub(crate) const BUILTINS: [&str; 2] = [RECORD_PLAN, WAIT_AND_VERIFY];
+
+pub(crate) fn report(name: &&str) -> ToolReport {
+    let (description, schema) = match *name {
+        RECORD_PLAN => (
+            "Record your plan for this session before changing anything. With plan-first on (permissions.require_plan_artifact), tools that change state are refused until a plan is recorded.",
+            json!({"type": "object", "properties": {"plan": {"type": "string", "description": "The steps you will take."}}, "required": ["plan"]}),
+        ),
+        _ => (
+            "Call a tool repeatedly until a condition on its result holds, then report the attempts. `until` is {\"pointer\": \"/status\", \"equals\": \"ok\"} (a JSON pointer into the result's structured content or its JSON text) or {\"contains\": \"text\"}. Only read-only tools, or those listed in tools.wait_and_verify.poll_allow, can be polled.",
+            json!({"type": "object", "properties": {
+                "tool": {"type": "string", "description": "The namespaced tool to poll."},
+                "arguments": {"type": "object", "description": "Its arguments."},
+                "until": {"type": "object", "description": "{\"pointer\": \"/status\", \"equals\": \"ok\"} or {\"contains\": \"text\"}"},
+                "max_attempts": {"type": "integer", "minimum": 1, "default": 10},
+                "interval_ms": {"type": "integer", "minimum": 0, "default": 1000}
+            }, "required": ["tool", "until"]}),
+        ),
+    };
+    ToolReport {
+        name: (*name).to_owned(),
+        server: None,
+        tool: (*name).to_owned(),
+        description: description.to_owned(),
+        input_schema: schema,
+        read_only: false,
+        trust_levels: vec!["creator", "agent", "user", "public"],
+    }
+}
+
+/// The condition `wait_and_verify` waits for.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Until {
+    /// The value at a JSON pointer equals a value.
+    Equals { pointer: String, value: Value },
+    /// Some text content contains a string.
+    Contains(String),
+}
+
+impl Until {
+    /// Whether `result` satisfies the condition. The pointer is looked up in
+    /// the structured content, else in each text block parsed as JSON.
+    pub(crate) fn holds(&self, result: &CallToolResult) -> bool {
+        let texts = || {
+            result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        };
+        match self {
+            Until::Contains(needle) => texts().any(|t| t.contains(needle.as_str())),
+            Until::Equals { pointer, value } => {
+                let structured = result
+                    .structured_content
+                    .as_ref()
+                    .and_then(|s| s.pointer(pointer));
+                structured == Some(value)
+                    || texts().any(|t| {
+                        serde_json::from_str::<Value>(t)
+                            .ok()
+                            .is_some_and(|v| v.pointer(pointer) == Some(value))
+                    })
+            }
+        }
+    }
+}
+
+/// Parsed arguments of `wait_and_verify`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct WaitArgs {
+    pub(crate) tool: String,
+    pub(crate) arguments: JsonObject,
+    pub(crate) until: Until,
+    pub(crate) max_attempts: u32,
+    pub(crate) interval: Duration,
+}
+
+impl WaitArgs {
+    pub(crate) fn parse(args: &JsonObject) -> Result<WaitArgs> {
+        let bad = |message: &str| Error::BadArguments {
+            name: WAIT_AND_VERIFY.to_owned(),
+            message: message.to_owned(),
+        };
+        let tool = args
+            .get("tool")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("`tool` (the tool to poll) is required"))?;
+        let arguments = match args.get("arguments") {
+            None => JsonObject::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => return Err(bad("`arguments` must be an object")),
+        };
+        let until = match args.get("until") {
+            Some(Value::Object(u)) => {
+                match (u.get("pointer"), u.get("equals"), u.get("contains")) {
+                    (Some(Value::String(p)), Some(v), None) => Until::Equals {
+                        pointer: p.clone(),
+                        value: v.clone(),
+                    },
+                    (None, None, Some(Value::String(c))) => Until::Contains(c.clone()),
+                    _ => {
+                        return Err(bad(
+                            "`until` must be {\"pointer\": \"/status\", \"equals\": …} or {\"contains\": \"text\"}",
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(bad(
+                    "`until` is required: {\"pointer\": \"/status\", \"equals\": …} or {\"contains\": \"text\"}",
+                ));
+            }
+        };
+        let max_attempts = match args.get("max_attempts") {
+            None => 10,
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| bad("`max_attempts` must be a whole number ≥ 1"))?,
+        };
+        let interval_ms = match args.get("interval_ms") {
+            None => 1000,
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| bad("`interval_ms` must be a whole number of milliseconds"))?,
+        };
+        Ok(WaitArgs {
+            tool: tool.to_owned(),
+            arguments,
+            until,
+            max_attempts,
+            interval: Duration::from_millis(interval_ms),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core_agent_mcp_transport::model::ContentBlock;
+
+    use super::*;
+
+    fn obj(v: Value) -> JsonObject {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn conditions_read_structured_content_or_json_text() {
+        let text = CallToolResult::success(vec![ContentBlock::text(r#"{"status": "ok", "n": 3}"#)]);
+        let cases = [
+            (
+                Until::Equals {
+                    pointer: "/status".into(),
+                    value: json!("ok"),
+                },
+                true,
+            ),
+            (
+                Until::Equals {
+                    pointer: "/n".into(),
+                    value: json!(3),
+                },
+                true,
+            ),
+            (
+                Until::Equals {
+                    pointer: "/status".into(),
+                    value: json!("done"),
+                },
+                false,
+            ),
+            (Until::Contains("\"ok\"".into()), true),
+            (Until::Contains("missing".into()), false),
+        ];
+        for (until, want) in cases {
+            assert_eq!(until.holds(&text), want, "{until:?}");
+        }
+        let mut structured = CallToolResult::success(vec![ContentBlock::text("not json")]);
+        structured.structured_content = Some(json!({"status": "ok"}));
+        assert!(
+            Until::Equals {
+                pointer: "/status".into(),
+                value: json!("ok")
+            }
+            .holds(&structured)
+        );
+    }
+
+    #[test]
+    fn arguments_are_checked() {
+        let ok = WaitArgs::parse(&obj(json!({"tool": "t", "until": {"contains": "x"}}))).unwrap();
+        assert_eq!((ok.max_attempts, ok.interval), (10, Duration::from_secs(1)));
+        let err = |v: Value| WaitArgs::parse(&obj(v)).unwrap_err().to_string();
+        assert_eq!(
+            err(json!({"until": {"contains": "x"}})),
+            "`wait_and_verify`: `tool` (the tool to poll) is required"
+        );
+        assert!(err(json!({"tool": "t"})).contains("`until` is required"));
+        assert!(err(json!({"tool": "t", "until": {"pointer": "/a"}})).contains("`until` must be"));
+        assert!(
+            err(json!({"tool": "t", "until": {"contains": "x"}, "max_attempts": 0}))
+                .contains("max_attempts")
+        );
+    }
+}
