@@ -150,13 +150,13 @@ fn env_placeholders_reach_a_stdio_server_environment() {
         "args": ["ok"],
         "env": {"GREETING": "hello ${env:CA_E2E_NAME}!", "EMPTY": "[${env:CA_E2E_UNSET}]"}
     }}}));
-    let mut cmd = p.command(&["call", "fx_env", r#"{"name": "GREETING"}"#]);
+    let mut cmd = p.command(&["call", "--yes", "fx_env", r#"{"name": "GREETING"}"#]);
     cmd.env("CA_E2E_NAME", "world").env_remove("CA_E2E_UNSET");
     let run = p.run_with(cmd);
     run.expect_code(0);
     assert_eq!(run.stdout, "hello world!\n");
 
-    let run = p.run(&["call", "fx_env", r#"{"name": "EMPTY"}"#]);
+    let run = p.run(&["call", "--yes", "fx_env", r#"{"name": "EMPTY"}"#]);
     assert_eq!(
         run.stdout, "[]\n",
         "an unset variable expands to the empty string"
@@ -171,7 +171,12 @@ fn env_placeholders_reach_an_http_server_headers() {
         "url": server.url(),
         "headers": {"X-Test-Token": "Bearer ${env:CA_E2E_TOKEN}"}
     }}}));
-    let mut cmd = p.command(&["call", "py_get_header", r#"{"name": "x-test-token"}"#]);
+    let mut cmd = p.command(&[
+        "call",
+        "--yes",
+        "py_get_header",
+        r#"{"name": "x-test-token"}"#,
+    ]);
     cmd.env("CA_E2E_TOKEN", "s3cret-value");
     let run = p.run_with(cmd);
     run.expect_code(0);

@@ -23,13 +23,15 @@ fn tools_json_lists_the_namespaced_catalog() {
     assert_eq!(
         names,
         [
+            "record_plan",
+            "wait_and_verify",
             "demo_add_note",
             "demo_divide",
             "demo_list_inventory",
             "demo_lookup_item"
         ]
     );
-    let divide = &tools[1];
+    let divide = &tools[3];
     let keys: Vec<&str> = divide
         .as_object()
         .unwrap()
@@ -38,9 +40,31 @@ fn tools_json_lists_the_namespaced_catalog() {
         .collect();
     assert_eq!(
         keys,
-        ["name", "server", "tool", "description", "input_schema"]
+        [
+            "name",
+            "server",
+            "tool",
+            "description",
+            "input_schema",
+            "read_only",
+            "trust_levels"
+        ]
     );
     assert_eq!(divide["server"], "demo");
+    assert_eq!(divide["read_only"], true);
+    assert_eq!(
+        divide["trust_levels"],
+        serde_json::json!(["creator", "agent", "user", "public"])
+    );
+    assert_eq!(
+        tools[2]["read_only"], false,
+        "add_note is annotated mutating"
+    );
+    assert_eq!(
+        tools[0]["server"],
+        serde_json::Value::Null,
+        "record_plan is a built-in"
+    );
     assert_eq!(divide["tool"], "divide");
     assert_eq!(divide["input_schema"]["type"], "object");
     assert!(divide["input_schema"]["properties"]["b"].is_object());
@@ -58,7 +82,7 @@ fn tools_prints_names_and_descriptions() {
     run.expect_code(0);
     assert!(
         run.stdout
-            .starts_with("demo_add_note\n    Add a note to this session's notebook.\n"),
+            .contains("demo_add_note  [mutating; creator, agent, user, public]\n    Add a note to this session's notebook.\n"),
         "{}",
         run.stdout
     );
@@ -66,7 +90,7 @@ fn tools_prints_names_and_descriptions() {
 
 #[test]
 fn call_prints_text_and_exits_zero() {
-    let run = project().run(&["call", "demo_divide", r#"{"a": 1, "b": 4}"#]);
+    let run = project().run(&["call", "--yes", "demo_divide", r#"{"a": 1, "b": 4}"#]);
     run.expect_code(0);
     assert_eq!(run.stdout, "0.25\n");
 }
@@ -74,7 +98,7 @@ fn call_prints_text_and_exits_zero() {
 #[test]
 fn call_reads_arguments_from_stdin() {
     let p = project();
-    let mut cmd = p.command(&["call", "demo_lookup_item", "-"]);
+    let mut cmd = p.command(&["call", "--yes", "demo_lookup_item", "-"]);
     cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
@@ -95,7 +119,7 @@ fn call_reads_arguments_from_stdin() {
 #[test]
 fn a_tool_error_exits_one_and_json_shows_is_error() {
     let p = project();
-    let run = p.run(&["call", "demo_divide", r#"{"a": 1, "b": 0}"#]);
+    let run = p.run(&["call", "--yes", "demo_divide", r#"{"a": 1, "b": 0}"#]);
     run.expect_code(1);
     assert_eq!(run.stdout, "cannot divide by zero; pass a non-zero `b`\n");
     assert!(
@@ -104,7 +128,13 @@ fn a_tool_error_exits_one_and_json_shows_is_error() {
         run.stderr
     );
 
-    let run = p.run(&["call", "--json", "demo_divide", r#"{"a": 1, "b": 0}"#]);
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "--json",
+        "demo_divide",
+        r#"{"a": 1, "b": 0}"#,
+    ]);
     run.expect_code(1);
     let result = run.json();
     assert_eq!(result["isError"], true);
@@ -113,7 +143,7 @@ fn a_tool_error_exits_one_and_json_shows_is_error() {
 
 #[test]
 fn json_call_prints_the_whole_result() {
-    let run = project().run(&["call", "demo_list_inventory", "--json"]);
+    let run = project().run(&["call", "--yes", "demo_list_inventory", "--json"]);
     run.expect_code(0);
     let result = run.json();
     let listing: serde_json::Value =
@@ -127,7 +157,7 @@ fn json_call_prints_the_whole_result() {
 
 #[test]
 fn unknown_tool_exits_two_with_suggestions() {
-    let run = project().run(&["call", "demo_divid"]);
+    let run = project().run(&["call", "--yes", "demo_divid"]);
     run.expect_code(2);
     assert!(
         run.stderr
@@ -136,7 +166,7 @@ fn unknown_tool_exits_two_with_suggestions() {
         run.stderr
     );
 
-    let run = project().run(&["call", "add_note"]);
+    let run = project().run(&["call", "--yes", "add_note"]);
     run.expect_code(2);
     assert!(
         run.stderr.contains("did you mean `demo_add_note`?"),
@@ -147,7 +177,7 @@ fn unknown_tool_exits_two_with_suggestions() {
 
 #[test]
 fn bad_arguments_exit_two_before_any_server_starts() {
-    let run = project().run(&["call", "demo_divide", "[1, 2]"]);
+    let run = project().run(&["call", "--yes", "demo_divide", "[1, 2]"]);
     run.expect_code(2);
     assert!(
         run.stderr.contains("the arguments must be a JSON object"),
@@ -160,7 +190,7 @@ fn bad_arguments_exit_two_before_any_server_starts() {
         run.stderr
     );
 
-    let run = project().run(&["call", "demo_divide", "{nope"]);
+    let run = project().run(&["call", "--yes", "demo_divide", "{nope"]);
     run.expect_code(2);
     assert!(
         run.stderr.contains("the arguments are not valid JSON"),

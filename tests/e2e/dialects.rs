@@ -28,7 +28,12 @@ fn a_dot_mcp_json_with_env_from_dotenv_works_end_to_end() {
         "CA_E2E_DOTENV=from-dotenv\nCA_E2E_BOTH=from-dotenv\n",
     );
     let call = |name: &str| {
-        let mut cmd = p.command(&["call", "fx_env", &json!({"name": name}).to_string()]);
+        let mut cmd = p.command(&[
+            "call",
+            "--yes",
+            "fx_env",
+            &json!({"name": name}).to_string(),
+        ]);
         cmd.env("CA_E2E_BOTH", "from-environment")
             .env_remove("CA_E2E_UNSET")
             .env_remove("CA_E2E_DOTENV");
@@ -203,6 +208,7 @@ fn add_remove_and_init_edit_files_in_place() {
     // What was added works.
     let run = p.run(&[
         "call",
+        "--yes",
         "fx_env",
         r#"{"name": "GREETING"}"#,
         "--start-timeout",

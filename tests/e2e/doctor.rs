@@ -198,7 +198,7 @@ fn the_connect_phase_names_the_reason_for_each_failure() {
 }
 
 #[test]
-fn preflight_flags_names_too_long_for_model_apis() {
+fn names_too_long_for_model_apis_are_shortened_and_reported() {
     let long = "a_server_name_long_enough_that_its_tool_names_pass_the_limit"; // 60 characters
     let p = Project::new(&json!({"version": 1, "servers": {long: demo_server()}}));
     let run = p.run(&["mcp", "doctor", "--json"]);
@@ -208,7 +208,7 @@ fn preflight_flags_names_too_long_for_model_apis() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| f["check"] == "name-length")
+        .filter(|f| f["check"] == "name-shortened")
         .map(|f| f["server"].as_str().unwrap())
         .collect();
     assert_eq!(
@@ -217,7 +217,13 @@ fn preflight_flags_names_too_long_for_model_apis() {
     );
     let message = report["findings"][0]["message"].as_str().unwrap();
     assert!(
-        message.ends_with("characters; the limit is 64"),
+        message.contains(
+            "is over 64 characters; it is published as `a_server_name_long_enough_that_its_tool_names_pass_the_"
+        ),
         "{message}"
     );
+    let run = p.run(&["tools", "--json"]);
+    for tool in run.json().as_array().unwrap() {
+        assert!(tool["name"].as_str().unwrap().len() <= 64, "{tool}");
+    }
 }

@@ -28,7 +28,16 @@ fn broken_servers_end_up_in_error_and_the_others_carry_on() {
             .collect();
         assert_eq!(
             keys,
-            ["name", "transport", "scope", "status", "tools", "error"]
+            [
+                "name",
+                "transport",
+                "scope",
+                "status",
+                "tools",
+                "error",
+                "restricted",
+                "warnings"
+            ]
         );
     }
     let demo = by_name(&list, "demo");
@@ -107,7 +116,7 @@ fn a_server_that_ignores_sigterm_is_killed_with_its_group() {
         &json!({"version": 1, "servers": {"stubborn": stubborn}}).to_string(),
     );
 
-    let run = p.run(&["call", "stubborn_echo", r#"{"text": "hi"}"#]);
+    let run = p.run(&["call", "--yes", "stubborn_echo", r#"{"text": "hi"}"#]);
     run.expect_code(0);
     assert_eq!(run.stdout, "hi\n");
     let pids = recorded_pids(&pid_file);
@@ -148,7 +157,7 @@ fn sigterm_to_core_agent_stops_its_servers() {
         ".agents/mcp.json",
         &json!({"version": 1, "servers": {"fx": slow}}).to_string(),
     );
-    let mut cmd = p.command(&["call", "fx_sleep", r#"{"ms": 60000}"#]);
+    let mut cmd = p.command(&["call", "--yes", "fx_sleep", r#"{"ms": 60000}"#]);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();

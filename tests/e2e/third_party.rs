@@ -79,11 +79,16 @@ fn everything_over_stdio_lists_and_calls() {
             .any(|t| t["name"] == "everything_get_env" && t["tool"] == "get-env")
     );
 
-    let run = p.run(&["call", "everything_echo", r#"{"message": "hello"}"#]);
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "everything_echo",
+        r#"{"message": "hello"}"#,
+    ]);
     run.expect_code(0);
     assert_eq!(run.stdout, "Echo: hello\n");
 
-    let run = p.run(&["call", "everything_get_sum", r#"{"a": 2, "b": 3}"#]);
+    let run = p.run(&["call", "--yes", "everything_get_sum", r#"{"a": 2, "b": 3}"#]);
     run.expect_code(0);
     assert!(run.stdout.contains('5'), "{}", run.stdout);
 }
@@ -91,7 +96,7 @@ fn everything_over_stdio_lists_and_calls() {
 #[test]
 fn everything_reports_bad_arguments_as_a_tool_error() {
     let p = Project::new(&json!({"version": 1, "servers": {"everything": everything_stdio()}}));
-    let run = p.run(&["call", "everything_get_sum", r#"{"a": "two"}"#]);
+    let run = p.run(&["call", "--yes", "everything_get_sum", r#"{"a": "two"}"#]);
     run.expect_code(1);
 }
 
@@ -100,6 +105,7 @@ fn everything_elicitation_is_declined_with_a_notice() {
     let p = Project::new(&json!({"version": 1, "servers": {"everything": everything_stdio()}}));
     let run = p.run(&[
         "call",
+        "--yes",
         "everything_trigger_elicitation_request",
         "{}",
         "--call-timeout",
@@ -128,7 +134,12 @@ fn everything_over_streamable_http() {
     assert_eq!(run.json()[0]["status"], "connected");
     assert_eq!(run.json()[0]["transport"], "http");
 
-    let run = p.run(&["call", "remote_echo", r#"{"message": "over http"}"#]);
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "remote_echo",
+        r#"{"message": "over http"}"#,
+    ]);
     run.expect_code(0);
     assert_eq!(run.stdout, "Echo: over http\n");
 }
@@ -147,24 +158,30 @@ fn filesystem_reads_inside_and_refuses_outside_its_root() {
     let path = root.join("note.txt");
     let run = p.run(&[
         "call",
+        "--yes",
         "fs_read_text_file",
         &json!({"path": path}).to_string(),
     ]);
     run.expect_code(0);
     assert_eq!(run.stdout, "contents of the note\n");
 
-    let run = p.run(&["call", "fs_read_text_file", r#"{"path": "/etc/hostname"}"#]);
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "fs_read_text_file",
+        r#"{"path": "/etc/hostname"}"#,
+    ]);
     run.expect_code(1);
 }
 
 #[test]
 fn python_sdk_server_over_stdio() {
     let p = Project::new(&json!({"version": 1, "servers": {"py": python_stdio()}}));
-    let run = p.run(&["call", "py_add", r#"{"a": 2, "b": 3}"#]);
+    let run = p.run(&["call", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
     run.expect_code(0);
     assert_eq!(run.stdout, "5\n");
 
-    let run = p.run(&["call", "py_fail"]);
+    let run = p.run(&["call", "--yes", "py_fail"]);
     run.expect_code(1);
     assert!(
         run.stdout.contains("fail tool failed on purpose"),

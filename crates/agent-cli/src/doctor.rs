@@ -133,14 +133,35 @@ pub async fn doctor(
                 }
                 let catalog = host.catalog();
                 for w in catalog.warnings() {
+                    let fix = match w.kind() {
+                        "name-collision" | "name-shortened" => {
+                            "rename the server to a shorter or distinct key"
+                        }
+                        "schema-size" | "max-tools" => {
+                            "raise the server's `limits`, or narrow it with `tools`"
+                        }
+                        _ => "fix the names in mcp.json; the exposed names are listed",
+                    };
                     findings.push(Finding {
                         severity: Severity::Warning,
-                        check: "name-collision",
-                        server: None,
+                        check: w.kind(),
+                        server: w.server().map(str::to_owned),
                         field: None,
                         message: w.to_string(),
-                        fix: "rename one of the servers".to_owned(),
+                        fix: fix.to_owned(),
                     });
+                }
+                for s in host.servers() {
+                    for message in s.warnings() {
+                        findings.push(Finding {
+                            severity: Severity::Warning,
+                            check: "max-pages",
+                            server: Some(s.name().to_owned()),
+                            field: None,
+                            message,
+                            fix: "raise the server's `limits.max_pages`".to_owned(),
+                        });
+                    }
                 }
                 for issue in preflight(catalog.entries()) {
                     let server = catalog.get(&issue.tool).map(|e| e.server.clone());

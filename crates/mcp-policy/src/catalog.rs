@@ -159,6 +159,19 @@ pub enum Warning {
 }
 
 impl Warning {
+    /// A stable id for the kind of warning (`unknown-allowed`, `name-shortened`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Warning::UnknownAllowed { .. } => "unknown-allowed",
+            Warning::UnknownNotes { .. } => "unknown-notes",
+            Warning::ExcludedNotes { .. } => "excluded-notes",
+            Warning::SchemaTooLarge { .. } => "schema-size",
+            Warning::TooManyTools { .. } => "max-tools",
+            Warning::NameCollision { .. } => "name-collision",
+            Warning::Shortened { .. } => "name-shortened",
+        }
+    }
+
     /// The server the warning is about, when it is about one.
     pub fn server(&self) -> Option<&str> {
         match self {
