@@ -14,6 +14,7 @@ mod config;
 mod demo;
 mod dialects;
 mod doctor;
+mod gate;
 mod lifecycle;
 mod third_party;
 

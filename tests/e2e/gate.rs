@@ -1,0 +1,397 @@
+//! Policy, the permission gate and dispatch, end to end: batches against a
+//! Python SDK server whose tools sleep, timeouts with cancellation,
+//! plan-first, ask mode without a terminal, trust levels, allowlists, notes,
+//! limits and the built-ins.
+
+use core_agent_e2e::{Project, filesystem_js, node, py_server, python};
+use serde_json::{Value, json};
+
+use crate::demo_server;
+
+fn python_server(limits: Value) -> Value {
+    json!({"transport": "stdio", "command": python(), "args": [py_server(), "stdio"], "limits": limits})
+}
+
+/// Runs `core-agent call --batch -` with these calls and returns the JSON lines.
+fn batch(p: &Project, extra: &[&str], calls: &[Value]) -> (i32, Vec<Value>, String) {
+    let mut args = vec!["call", "--batch", "-"];
+    args.extend_from_slice(extra);
+    let mut cmd = p.command(&args);
+    let input: String = calls.iter().map(|c| format!("{c}\n")).collect();
+    let file = p.write("batch.jsonl", &input);
+    cmd.stdin(std::fs::File::open(file).unwrap());
+    let run = p.run_with(cmd);
+    let lines = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (run.code, lines, run.stderr)
+}
+
+fn ms(line: &Value) -> u64 {
+    line["ms"].as_u64().unwrap()
+}
+
+#[test]
+fn reads_run_concurrently_and_mutations_one_at_a_time() {
+    let p = Project::new(&json!({"version": 1, "servers": {"py": python_server(json!({}))}}));
+    let read = json!({"name": "py_read_slow", "arguments": {"ms": 300}});
+    let (code, lines, stderr) = batch(
+        &p,
+        &["--yes"],
+        &[read.clone(), read.clone(), read.clone(), read],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(lines.len(), 4);
+    let slowest = lines.iter().map(ms).max().unwrap();
+    eprintln!(
+        "four 300 ms reads: {:?} ms",
+        lines.iter().map(ms).collect::<Vec<_>>()
+    );
+    assert!(
+        slowest < 1200,
+        "four reads took {slowest} ms: they did not overlap"
+    );
+    for line in &lines {
+        assert_eq!(
+            (line["name"].as_str(), line["ok"].as_bool()),
+            (Some("py_read_slow"), Some(true))
+        );
+        assert_eq!(line["result"]["content"][0]["text"], "read after 300 ms");
+    }
+
+    let write = json!({"name": "py_write_slow", "arguments": {"ms": 300}});
+    let (code, lines, _) = batch(
+        &p,
+        &["--yes"],
+        &[write.clone(), write.clone(), write.clone(), write],
+    );
+    assert_eq!(code, 0);
+    let times: Vec<u64> = lines.iter().map(ms).collect();
+    eprintln!("four 300 ms writes: {times:?} ms");
+    assert!(
+        times[3] >= 1200,
+        "four writes took {} ms: they overlapped",
+        times[3]
+    );
+    assert!(
+        times.windows(2).all(|w| w[0] < w[1]),
+        "writes finish in the order asked: {times:?}"
+    );
+}
+
+#[test]
+fn at_most_max_concurrent_calls_per_server() {
+    let p = Project::new(
+        &json!({"version": 1, "servers": {"py": python_server(json!({"max_concurrent_calls": 2}))}}),
+    );
+    let read = json!({"name": "py_read_slow", "arguments": {"ms": 300}});
+    let (code, lines, _) = batch(
+        &p,
+        &["--yes"],
+        &[read.clone(), read.clone(), read.clone(), read],
+    );
+    assert_eq!(code, 0);
+    let slowest = lines.iter().map(ms).max().unwrap();
+    assert!(
+        slowest >= 600,
+        "with two slots, four reads need two rounds: {slowest} ms"
+    );
+}
+
+#[test]
+fn a_hanging_call_times_out_and_the_server_sees_the_cancellation() {
+    let p = Project::new(
+        &json!({"version": 1, "servers": {"py": python_server(json!({"call_timeout_ms": 800}))}}),
+    );
+    let marker = p.path().join("cancelled");
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "py_hang",
+        &json!({"marker": marker}).to_string(),
+    ]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "`hang` on server `py` did not answer within 800 ms; the request was cancelled"
+        ),
+        "{}",
+        run.stderr
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap_or_default(),
+        "cancelled"
+    );
+}
+
+#[test]
+fn plan_first_denies_mutations_until_record_plan() {
+    let p = Project::new(&json!({"version": 1, "servers": {"py": python_server(json!({}))}}));
+    p.write(
+        ".agents/config.json",
+        r#"{"permissions": {"allow": ["mcp:py_*"], "require_plan_artifact": true}}"#,
+    );
+    let write = json!({"name": "py_write_slow", "arguments": {"ms": 1}});
+    let read = json!({"name": "py_add", "arguments": {"a": 1, "b": 2}});
+    let plan = json!({"name": "record_plan", "arguments": {"plan": "1. write once"}});
+    let (code, lines, _) = batch(&p, &[], &[read, write.clone(), plan, write]);
+    assert_eq!(code, 1, "the first write was refused");
+    let ok: Vec<bool> = lines.iter().map(|l| l["ok"].as_bool().unwrap()).collect();
+    assert_eq!(ok, [true, false, true, true]);
+    let error = lines[1]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("permission denied: plan-first is on"),
+        "{error}"
+    );
+    assert!(
+        error.ends_with("call `record_plan` with your plan first; read-only tools need no plan"),
+        "{error}"
+    );
+}
+
+#[test]
+fn ask_mode_without_a_terminal_refuses_with_advice() {
+    let p = Project::new(&json!({"version": 1, "servers": {"demo": demo_server()}}));
+    let run = p.run(&["call", "demo_add_note", r#"{"text": "x"}"#]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "permission denied: `demo_add_note` needs approval (permissions.mode is \"ask\") and was not approved; approve it when asked, run with --yes, or add \"mcp:demo_add_note\" to permissions.allow in .agents/config.json"
+        ),
+        "{}",
+        run.stderr
+    );
+    // --yes approves; an allow pattern needs no approval; a deny pattern beats it.
+    p.run(&["call", "--yes", "demo_add_note", r#"{"text": "x"}"#])
+        .expect_code(0);
+    p.write(".agents/config.json", r#"{"permissions": {"allow": ["mcp:demo_*"], "deny": ["mcp:demo_add_*", "mcp:nothing_*"]}}"#);
+    p.run(&["call", "demo_divide", r#"{"a": 1, "b": 1}"#])
+        .expect_code(0);
+    let run = p.run(&["call", "--yes", "demo_add_note", r#"{"text": "x"}"#]);
+    run.expect_code(1);
+    assert!(
+        run.stderr
+            .contains("`demo_add_note` is denied by `mcp:demo_add_*` in .agents/config.json"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("core-agent: permissions: pattern `mcp:nothing_*` in .agents/config.json matches no tool in the catalog"),
+        "{}",
+        run.stderr
+    );
+    // allowlist mode refuses without asking; yolo skips the gate, even deny.
+    let run = p.run(&[
+        "call",
+        "--mode",
+        "allowlist",
+        "--yes",
+        "demo_add_note",
+        r#"{"text": "x"}"#,
+    ]);
+    run.expect_code(1);
+    p.run(&[
+        "call",
+        "--mode",
+        "yolo",
+        "demo_add_note",
+        r#"{"text": "x"}"#,
+    ])
+    .expect_code(0);
+}
+
+#[test]
+fn trust_levels_hide_destructive_tools() {
+    let p = Project::empty();
+    let root = p.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"fs": {"transport": "stdio", "command": node(), "args": [filesystem_js(), root]}}})
+            .to_string(),
+    );
+    let names = |level: &str| -> Vec<String> {
+        let run = p.run(&["tools", "--json", "--trust-level", level]);
+        run.expect_code(0);
+        run.json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let creator = names("creator");
+    let public = names("public");
+    assert!(creator.contains(&"fs_write_file".to_owned()));
+    assert!(
+        !public.contains(&"fs_write_file".to_owned()),
+        "write_file is destructive: creator only"
+    );
+    assert!(public.contains(&"fs_read_text_file".to_owned()));
+
+    let run = p.run(&["mcp", "list", "--json", "--trust-level", "public"]);
+    let server = &run.json()[0];
+    assert_eq!(
+        server["restricted"], 3,
+        "write_file, edit_file and move_file"
+    );
+    assert_eq!(
+        server["tools"].as_u64().unwrap() as usize,
+        public.len() - 2,
+        "minus the two built-ins"
+    );
+
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "--trust-level",
+        "public",
+        "fs_write_file",
+        r#"{"path": "x", "content": "y"}"#,
+    ]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "`fs_write_file` is not available at trust level `public`; it allows `creator`"
+        ),
+        "{}",
+        run.stderr
+    );
+
+    // The read-only class comes from the server's own annotations.
+    let run = p.run(&["tools", "--json"]);
+    let tools = run.json();
+    let class = |name: &str| {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()["read_only"]
+            .clone()
+    };
+    assert_eq!(class("fs_read_text_file"), true);
+    assert_eq!(class("fs_write_file"), false);
+}
+
+#[test]
+fn allowlists_notes_and_limits_shape_the_catalog() {
+    let p = Project::new(&json!({"version": 1, "servers": {"demo": {
+        "transport": "stdio",
+        "command": core_agent_e2e::bin("core-agent"),
+        "args": ["demo-server"],
+        "tools": ["divide", "list_inventory", "lookup_itme"],
+        "tool_notes": {"divide": "Use for ratios only.", "add_note": "excluded", "nope": "typo"},
+        "limits": {"max_result_bytes": 1000}
+    }}}));
+    let run = p.run(&["tools", "--json"]);
+    run.expect_code(0);
+    let tools = run.json();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "record_plan",
+            "wait_and_verify",
+            "demo_divide",
+            "demo_list_inventory"
+        ]
+    );
+    assert_eq!(
+        tools[2]["description"],
+        "Divide a by b. Fails when b is zero.\n\nUse for ratios only."
+    );
+    for line in [
+        "core-agent: mcp: demo: tools allowlist names 1 tool(s) this server does not expose: lookup_itme; it exposes: add_note, divide, list_inventory, lookup_item",
+        "core-agent: mcp: demo: tool_notes names 1 tool(s) this server does not expose: nope; it exposes: add_note, divide, list_inventory, lookup_item",
+        "core-agent: mcp: demo: tool_notes names 1 tool(s) the allowlist excluded, so the note describes nothing: add_note",
+    ] {
+        assert!(
+            run.stderr.contains(line),
+            "missing `{line}` in:\n{}",
+            run.stderr
+        );
+    }
+    // The human listing shows the same description as the declaration.
+    let human = p.run(&["tools"]);
+    assert!(
+        human.stdout.contains("demo_divide  [read-only; creator, agent, user, public]\n    Divide a by b. Fails when b is zero.\n    \n    Use for ratios only.\n"),
+        "{}",
+        human.stdout
+    );
+
+    let run = p.run(&["call", "--yes", "demo_list_inventory", "--json"]);
+    run.expect_code(0);
+    let content = run.json()["content"].clone();
+    assert_eq!(content[0]["text"].as_str().unwrap().len(), 1000);
+    assert_eq!(
+        content[1]["text"],
+        "[core-agent: 46103 of 47103 bytes cut: the result is over max_result_bytes (1000)]"
+    );
+}
+
+#[test]
+fn wait_and_verify_polls_read_only_tools_only() {
+    let p = Project::new(&json!({"version": 1, "servers": {"demo": demo_server()}}));
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "wait_and_verify",
+        r#"{"tool": "demo_lookup_item", "arguments": {"sku": "SKU-0007"}, "until": {"pointer": "/stock", "equals": 49}, "interval_ms": 10}"#,
+    ]);
+    run.expect_code(0);
+    let report: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(
+        (report["satisfied"].as_bool(), report["attempts"].as_u64()),
+        (Some(true), Some(1))
+    );
+
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "wait_and_verify",
+        r#"{"tool": "demo_lookup_item", "arguments": {"sku": "SKU-0007"}, "until": {"contains": "never"}, "max_attempts": 3, "interval_ms": 10}"#,
+    ]);
+    run.expect_code(1);
+    let report: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(
+        (report["satisfied"].as_bool(), report["attempts"].as_u64()),
+        (Some(false), Some(3))
+    );
+
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "wait_and_verify",
+        r#"{"tool": "demo_add_note", "arguments": {"text": "x"}, "until": {"contains": "saved"}}"#,
+    ]);
+    run.expect_code(1);
+    assert!(
+        run.stderr
+            .contains("refuses to poll `demo_add_note`: it changes state"),
+        "{}",
+        run.stderr
+    );
+    p.write(
+        ".agents/config.json",
+        r#"{"tools": {"wait_and_verify": {"poll_allow": ["mcp:demo_add_note"]}}}"#,
+    );
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "wait_and_verify",
+        r#"{"tool": "demo_add_note", "arguments": {"text": "x"}, "until": {"contains": "saved"}}"#,
+    ]);
+    run.expect_code(0);
+}
