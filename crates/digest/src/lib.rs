@@ -1,1 +1,13 @@
 #![doc = include_str!("../README.md")]
+
+mod error;
+mod prune;
+mod route;
+mod store;
+mod telemetry;
+
+pub use error::{Error, Result};
+pub use prune::{Limits, Malformed, is_identifier_key, prune};
+pub use route::{Digested, Method, Settings, extract, passthrough, route};
+pub use store::{MemoryStore, RawRecord, Store};
+pub use telemetry::{DigestEvent, DigestMethods, DigestSavings, LlmUsage, Usage};

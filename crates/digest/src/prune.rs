@@ -1,0 +1,536 @@
+//! The streaming structural pruner.
+//!
+//! It reads JSON bytes once, front to back, and writes the pruned JSON as it
+//! goes; it never builds a tree. The middle of a long array is skipped at
+//! scan speed (only its brackets and strings are tracked), and objects deeper
+//! than the depth cap are skipped except for their identifier-shaped scalars.
+
+use std::fmt::Write;
+
+/// The pruner's bounds. [`Limits::default`] is the spec's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Strings longer than this many characters are cut (500).
+    pub max_string_chars: usize,
+    /// Arrays longer than `head + tail` keep only those (15 + 5).
+    pub array_head: usize,
+    /// See `array_head`.
+    pub array_tail: usize,
+    /// Objects and arrays deeper than this are summarized (8).
+    pub max_depth: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_string_chars: 500,
+            array_head: 15,
+            array_tail: 5,
+            max_depth: 8,
+        }
+    }
+}
+
+/// The input is not valid JSON at this byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Malformed {
+    /// Byte offset of the problem.
+    pub at: usize,
+}
+
+/// Whether a key names an identifier, which is never dropped or shortened:
+/// `id`, `uid`, `name`, `title`, `key`, `kind`, `type`, `status`, `state`,
+/// `apiVersion`, `ref`, `sha`, `path`, any key containing `url`, `Url`,
+/// `URL` or `uri`, and any key ending in `_id` or `Id`.
+pub fn is_identifier_key(key: &str) -> bool {
+    matches!(
+        key,
+        "id" | "uid"
+            | "name"
+            | "title"
+            | "key"
+            | "kind"
+            | "type"
+            | "status"
+            | "state"
+            | "apiVersion"
+            | "ref"
+            | "sha"
+            | "path"
+    ) || key.contains("url")
+        || key.contains("Url")
+        || key.contains("URL")
+        || key.contains("uri")
+        || key.ends_with("_id")
+        || key.ends_with("Id")
+}
+
+/// Prunes the JSON text `input` under `limits`. The output is valid JSON,
+/// and the same input always gives the same output.
+pub fn prune(input: &[u8], limits: &Limits) -> Result<String, Malformed> {
+    let mut p = Pruner {
+        src: input,
+        at: 0,
+        out: String::with_capacity(input.len().min(1 << 20)),
+        limits: *limits,
+    };
+    p.ws();
+    p.value(1)?;
+    p.ws();
+    if p.at != input.len() {
+        return Err(Malformed { at: p.at });
+    }
+    Ok(p.out)
+}
+
+struct Pruner<'a> {
+    src: &'a [u8],
+    at: usize,
+    out: String,
+    limits: Limits,
+}
+
+impl Pruner<'_> {
+    fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.src.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.src.get(self.at).copied()
+    }
+
+    fn bad<T>(&self) -> Result<T, Malformed> {
+        Err(Malformed { at: self.at })
+    }
+
+    fn expect(&mut self, b: u8) -> Result<(), Malformed> {
+        self.ws();
+        if self.peek() == Some(b) {
+            self.at += 1;
+            Ok(())
+        } else {
+            self.bad()
+        }
+    }
+
+    /// Copies input bytes `[start, end)` to the output (they are valid UTF-8:
+    /// they lie between JSON tokens of a `&str`-derived input or were checked).
+    fn copy(&mut self, start: usize, end: usize) {
+        self.out
+            .push_str(&String::from_utf8_lossy(&self.src[start..end]));
+    }
+
+    /// Prunes one value at `depth` (the root is depth 1).
+    fn value(&mut self, depth: usize) -> Result<(), Malformed> {
+        self.ws();
+        match self.peek() {
+            Some(b'{') if depth > self.limits.max_depth => self.summarize_object(),
+            Some(b'[') if depth > self.limits.max_depth => {
+                let start = self.at;
+                let n = self.skip_array_count()?;
+                let _ = start;
+                let _ = write!(
+                    self.out,
+                    "[\"[digest: array of {n} items at depth {depth} omitted]\"]"
+                );
+                Ok(())
+            }
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(b'"') => {
+                let (start, end, chars) = self.string_span()?;
+                if chars > self.limits.max_string_chars {
+                    self.cut_string(start, end, chars)
+                } else {
+                    self.copy(start, end);
+                    Ok(())
+                }
+            }
+            Some(_) => {
+                let (start, end) = self.scalar_span()?;
+                self.copy(start, end);
+                Ok(())
+            }
+            None => self.bad(),
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<(), Malformed> {
+        self.at += 1;
+        self.out.push('{');
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            self.out.push('}');
+            return Ok(());
+        }
+        let mut first = true;
+        loop {
+            self.ws();
+            let (ks, ke, _) = self.string_span()?;
+            let key = decode_key(&self.src[ks..ke]);
+            self.expect(b':')?;
+            if !first {
+                self.out.push(',');
+            }
+            first = false;
+            self.copy(ks, ke);
+            self.out.push(':');
+            self.ws();
+            if is_identifier_key(&key) {
+                // Identifiers pass unchanged, whatever their size or shape.
+                let (vs, ve) = self.skip_value()?;
+                self.copy(vs, ve);
+            } else {
+                self.value(depth + 1)?;
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b'}') => {
+                    self.at += 1;
+                    self.out.push('}');
+                    return Ok(());
+                }
+                _ => return self.bad(),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), Malformed> {
+        self.at += 1;
+        self.out.push('[');
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            self.out.push(']');
+            return Ok(());
+        }
+        let head = self.limits.array_head;
+        let tail = self.limits.array_tail;
+        let mut count = 0usize;
+        // The last `tail` elements after the head, as byte spans: pruned at the end.
+        let mut ring: std::collections::VecDeque<(usize, usize)> =
+            std::collections::VecDeque::with_capacity(tail + 1);
+        loop {
+            self.ws();
+            if count < head {
+                if count > 0 {
+                    self.out.push(',');
+                }
+                self.value(depth + 1)?;
+            } else {
+                let span = self.skip_value()?;
+                ring.push_back(span);
+                if ring.len() > tail {
+                    ring.pop_front();
+                }
+            }
+            count += 1;
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b']') => {
+                    self.at += 1;
+                    break;
+                }
+                _ => return self.bad(),
+            }
+        }
+        let omitted = count.saturating_sub(head + ring.len());
+        if omitted > 0 {
+            let _ = write!(
+                self.out,
+                ",\"[digest: {omitted} of {count} items omitted]\""
+            );
+        }
+        for (start, end) in ring {
+            self.out.push(',');
+            let mut sub = Pruner {
+                src: &self.src[..end],
+                at: start,
+                out: String::new(),
+                limits: self.limits,
+            };
+            sub.value(depth + 1)?;
+            self.out.push_str(&sub.out);
+        }
+        self.out.push(']');
+        Ok(())
+    }
+
+    /// An object past the depth cap: its identifier-shaped scalars, and a
+    /// note of what was left out.
+    fn summarize_object(&mut self) -> Result<(), Malformed> {
+        self.at += 1;
+        self.out.push('{');
+        let mut kept = 0usize;
+        let mut omitted = 0usize;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            self.out.push('}');
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            let (ks, ke, _) = self.string_span()?;
+            let key = decode_key(&self.src[ks..ke]);
+            self.expect(b':')?;
+            self.ws();
+            let scalar = !matches!(self.peek(), Some(b'{' | b'['));
+            let (vs, ve) = self.skip_value()?;
+            if scalar && is_identifier_key(&key) {
+                if kept > 0 {
+                    self.out.push(',');
+                }
+                self.copy(ks, ke);
+                self.out.push(':');
+                self.copy(vs, ve);
+                kept += 1;
+            } else {
+                omitted += 1;
+            }
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b'}') => {
+                    self.at += 1;
+                    break;
+                }
+                _ => return self.bad(),
+            }
+        }
+        if omitted > 0 {
+            if kept > 0 {
+                self.out.push(',');
+            }
+            let _ = write!(
+                self.out,
+                "\"_digest\":\"{omitted} fields below depth {} omitted\"",
+                self.limits.max_depth
+            );
+        }
+        self.out.push('}');
+        Ok(())
+    }
+
+    /// Cuts a long string to `max_string_chars` characters, with a marker.
+    fn cut_string(&mut self, start: usize, end: usize, chars: usize) -> Result<(), Malformed> {
+        let text: String =
+            serde_json::from_slice(&self.src[start..end]).map_err(|_| Malformed { at: start })?;
+        let keep: String = text.chars().take(self.limits.max_string_chars).collect();
+        let cut = chars - self.limits.max_string_chars;
+        let marked = format!("{keep}…[digest: {cut} more characters]");
+        self.out
+            .push_str(&serde_json::to_string(&marked).map_err(|_| Malformed { at: start })?);
+        Ok(())
+    }
+
+    /// The span of a string token (quotes included) and its length in characters.
+    fn string_span(&mut self) -> Result<(usize, usize, usize), Malformed> {
+        if self.peek() != Some(b'"') {
+            return self.bad();
+        }
+        let start = self.at;
+        self.at += 1;
+        let mut chars = 0usize;
+        loop {
+            // Fast path over plain ASCII.
+            while let Some(&b) = self.src.get(self.at) {
+                if b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b) {
+                    break;
+                }
+                self.at += 1;
+                chars += 1;
+            }
+            match self.peek() {
+                Some(b'"') => {
+                    self.at += 1;
+                    return Ok((start, self.at, chars));
+                }
+                Some(b'\\') => {
+                    match self.src.get(self.at + 1) {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                            self.at += 2
+                        }
+                        Some(b'u') => {
+                            let hex = self
+                                .src
+                                .get(self.at + 2..self.at + 6)
+                                .ok_or(Malformed { at: self.at })?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return self.bad();
+                            }
+                            self.at += 6;
+                        }
+                        _ => return self.bad(),
+                    }
+                    chars += 1;
+                }
+                Some(b) if b < 0x20 => return self.bad(),
+                Some(b) => {
+                    // A UTF-8 sequence: its length from the lead byte.
+                    let len = match b {
+                        0xC0..=0xDF => 2,
+                        0xE0..=0xEF => 3,
+                        0xF0..=0xF7 => 4,
+                        _ => return self.bad(),
+                    };
+                    let seq = self
+                        .src
+                        .get(self.at..self.at + len)
+                        .ok_or(Malformed { at: self.at })?;
+                    if std::str::from_utf8(seq).is_err() {
+                        return self.bad();
+                    }
+                    self.at += len;
+                    chars += 1;
+                }
+                None => return self.bad(),
+            }
+        }
+    }
+
+    /// The span of a number or literal.
+    fn scalar_span(&mut self) -> Result<(usize, usize), Malformed> {
+        let start = self.at;
+        for lit in [&b"true"[..], b"false", b"null"] {
+            if self.src[self.at..].starts_with(lit) {
+                self.at += lit.len();
+                return Ok((start, self.at));
+            }
+        }
+        // -?digits(.digits)?([eE][+-]?digits)?
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        let digits = |p: &mut Self| {
+            let s = p.at;
+            while p.peek().is_some_and(|b| b.is_ascii_digit()) {
+                p.at += 1;
+            }
+            p.at > s
+        };
+        if !digits(self) {
+            return self.bad();
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            if !digits(self) {
+                return self.bad();
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.at += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.at += 1;
+            }
+            if !digits(self) {
+                return self.bad();
+            }
+        }
+        Ok((start, self.at))
+    }
+
+    /// Skips one value, checking its structure, without recursion; returns its span.
+    fn skip_value(&mut self) -> Result<(usize, usize), Malformed> {
+        self.ws();
+        let start = self.at;
+        let mut stack: Vec<u8> = Vec::new();
+        loop {
+            self.ws();
+            match self.peek() {
+                Some(b'{') => {
+                    self.at += 1;
+                    stack.push(b'}');
+                    self.ws();
+                    if self.peek() == Some(b'}') {
+                        self.at += 1;
+                        stack.pop();
+                    } else {
+                        self.string_span()?;
+                        self.expect(b':')?;
+                        continue;
+                    }
+                }
+                Some(b'[') => {
+                    self.at += 1;
+                    stack.push(b']');
+                    self.ws();
+                    if self.peek() == Some(b']') {
+                        self.at += 1;
+                        stack.pop();
+                    } else {
+                        continue;
+                    }
+                }
+                Some(b'"') => {
+                    self.string_span()?;
+                }
+                Some(_) => {
+                    self.scalar_span()?;
+                }
+                None => return self.bad(),
+            }
+            // After a value: close containers, or go on to the next member.
+            loop {
+                let Some(&close) = stack.last() else {
+                    return Ok((start, self.at));
+                };
+                self.ws();
+                match self.peek() {
+                    Some(b',') => {
+                        self.at += 1;
+                        if close == b'}' {
+                            self.ws();
+                            self.string_span()?;
+                            self.expect(b':')?;
+                        }
+                        break;
+                    }
+                    Some(b) if b == close => {
+                        self.at += 1;
+                        stack.pop();
+                    }
+                    _ => return self.bad(),
+                }
+            }
+        }
+    }
+
+    /// Skips an array and counts its elements.
+    fn skip_array_count(&mut self) -> Result<usize, Malformed> {
+        self.at += 1;
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+            return Ok(0);
+        }
+        let mut n = 0;
+        loop {
+            self.skip_value()?;
+            n += 1;
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b']') => {
+                    self.at += 1;
+                    return Ok(n);
+                }
+                _ => return self.bad(),
+            }
+        }
+    }
+}
+
+/// A key's text; keys with escapes are decoded, plain ones borrowed cheaply.
+fn decode_key(raw: &[u8]) -> String {
+    if raw.contains(&b'\\') {
+        serde_json::from_slice(raw).unwrap_or_default()
+    } else {
+        String::from_utf8_lossy(&raw[1..raw.len() - 1]).into_owned()
+    }
+}

@@ -1,0 +1,144 @@
+use std::fmt;
+
+use crate::prune::{Limits, prune};
+
+/// How a result was shrunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Method {
+    /// JSON, pruned structurally.
+    StructuralJson,
+    /// Prose (or malformed JSON), passed through up to a bound.
+    Passthrough,
+    /// Summarized by the LLM second chance.
+    LlmFallback,
+}
+
+impl Method {
+    /// The name in the synthetic response and in telemetry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::StructuralJson => "structural_json",
+            Method::Passthrough => "passthrough",
+            Method::LlmFallback => "llm_fallback",
+        }
+    }
+
+    /// The method called `name`.
+    pub fn parse(name: &str) -> Option<Method> {
+        [
+            Method::StructuralJson,
+            Method::Passthrough,
+            Method::LlmFallback,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == name)
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The router's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Payloads smaller than this many bytes pass untouched (8000).
+    pub threshold: usize,
+    /// Prose is passed through up to this many bytes (64 KiB).
+    pub passthrough_max: usize,
+    /// The structural pruner's bounds.
+    pub limits: Limits,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            threshold: 8000,
+            passthrough_max: 64 * 1024,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// A payload after the router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Digested {
+    /// What the model sees in place of the payload.
+    pub digest: String,
+    /// The payload's size in bytes.
+    pub raw_bytes: usize,
+    /// How it was shrunk.
+    pub method: Method,
+}
+
+impl Digested {
+    /// Bytes the digest saved (never negative).
+    pub fn bytes_saved(&self) -> usize {
+        self.raw_bytes.saturating_sub(self.digest.len())
+    }
+
+    /// The synthetic response the model sees:
+    /// `{"digest", "raw_bytes", "method", "call_id"}`.
+    pub fn envelope(&self, call_id: &str) -> String {
+        serde_json::json!({
+            "digest": self.digest,
+            "raw_bytes": self.raw_bytes,
+            "method": self.method.as_str(),
+            "call_id": call_id,
+        })
+        .to_string()
+    }
+}
+
+/// Routes a payload: below the threshold, `None` (pass it untouched);
+/// JSON-shaped, the structural pruner; anything else (prose, malformed JSON),
+/// a passthrough cut at `passthrough_max` bytes with a marker.
+pub fn route(payload: &str, settings: &Settings) -> Option<Digested> {
+    if payload.len() < settings.threshold {
+        return None;
+    }
+    let trimmed = payload.trim_start();
+    if (trimmed.starts_with('{') || trimmed.starts_with('['))
+        && let Ok(digest) = prune(payload.as_bytes(), &settings.limits)
+    {
+        return Some(Digested {
+            digest,
+            raw_bytes: payload.len(),
+            method: Method::StructuralJson,
+        });
+    }
+    Some(Digested {
+        digest: passthrough(payload, settings.passthrough_max),
+        raw_bytes: payload.len(),
+        method: Method::Passthrough,
+    })
+}
+
+/// `text` up to `max` bytes (on a character boundary), with a marker saying
+/// how much was cut.
+pub fn passthrough(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[digest: {} more bytes; retrieve_raw has them all]",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+/// The part of a JSON payload at a JSON pointer, as JSON text.
+pub fn extract(payload: &str, pointer: &str) -> Result<String, String> {
+    let value: serde_json::Value = serde_json::from_str(payload)
+        .map_err(|e| format!("the payload is not JSON ({e}), so it has no parts"))?;
+    match value.pointer(pointer) {
+        Some(part) => Ok(part.to_string()),
+        None => Err(format!("nothing at `{pointer}` in the payload")),
+    }
+}
