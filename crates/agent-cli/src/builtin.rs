@@ -11,15 +11,24 @@ use crate::{Error, Result, ToolReport};
 pub const RECORD_PLAN: &str = "record_plan";
 /// Polls a tool until a condition on its result holds.
 pub const WAIT_AND_VERIFY: &str = "wait_and_verify";
+/// Gives back a digested result's raw payload (registered when the digest is on).
+pub const RETRIEVE_RAW: &str = "retrieve_raw";
 
 /// The names of the built-ins.
-pub(crate) const BUILTINS: [&str; 2] = [RECORD_PLAN, WAIT_AND_VERIFY];
+pub(crate) const BUILTINS: [&str; 3] = [RECORD_PLAN, WAIT_AND_VERIFY, RETRIEVE_RAW];
 
 pub(crate) fn report(name: &&str) -> ToolReport {
     let (description, schema) = match *name {
         RECORD_PLAN => (
             "Record your plan for this session before changing anything. With plan-first on (permissions.require_plan_artifact), tools that change state are refused until a plan is recorded.",
             json!({"type": "object", "properties": {"plan": {"type": "string", "description": "The steps you will take."}}, "required": ["plan"]}),
+        ),
+        RETRIEVE_RAW => (
+            "Get back the raw payload of a digested result: pass the `call_id` from the digest; add a JSON `pointer` (such as /items/42) to get just that part.",
+            json!({"type": "object", "properties": {
+                "call_id": {"type": "string", "description": "The call_id of the digest."},
+                "pointer": {"type": "string", "description": "Optional JSON pointer into the payload, such as /items/42."}
+            }, "required": ["call_id"]}),
         ),
         _ => (
             "Call a tool repeatedly until a condition on its result holds, then report the attempts. `until` is {\"pointer\": \"/status\", \"equals\": \"ok\"} (a JSON pointer into the result's structured content or its JSON text) or {\"contains\": \"text\"}. Only read-only tools, or those listed in tools.wait_and_verify.poll_allow, can be polled.",

@@ -27,6 +27,8 @@ pub struct HostOptions {
     pub mode: Option<Mode>,
     /// Answers the gate's asks.
     pub prompter: Arc<dyn Prompter>,
+    /// The digest wrap; `None` turns it off (and `retrieve_raw` with it).
+    pub digest: Option<Arc<crate::DigestWrap>>,
 }
 
 impl Default for HostOptions {
@@ -37,6 +39,7 @@ impl Default for HostOptions {
             permissions: PermissionsConfig::default(),
             mode: None,
             prompter: Arc::new(RefuseAll),
+            digest: None,
         }
     }
 }
@@ -208,7 +211,11 @@ impl Host {
 
     /// What a caller of `level` sees: the built-ins, then the catalog.
     pub fn tool_reports(&self, level: TrustLevel) -> Vec<ToolReport> {
-        let mut reports: Vec<ToolReport> = BUILTINS.iter().map(builtin::report).collect();
+        let mut reports: Vec<ToolReport> = BUILTINS
+            .iter()
+            .filter(|b| **b != builtin::RETRIEVE_RAW || self.options.digest.is_some())
+            .map(builtin::report)
+            .collect();
         reports.extend(self.catalog().visible(level).map(ToolReport::from));
         reports
     }
@@ -279,6 +286,9 @@ impl Host {
             .map(|call| match call.name.as_str() {
                 builtin::RECORD_PLAN => Planned::Done(self.record_plan(&call.arguments)),
                 builtin::WAIT_AND_VERIFY => Planned::Wait(call.arguments),
+                builtin::RETRIEVE_RAW if self.options.digest.is_some() => {
+                    Planned::Done(self.retrieve_raw(&call.arguments))
+                }
                 _ => match self.admit(&catalog, &call.name, &call.arguments, level) {
                     Ok(entry) => Planned::Run(Box::new(entry), call.arguments),
                     Err(e) => Planned::Done(Err(e)),
@@ -403,7 +413,40 @@ impl Host {
             Some(self.mutation.lock().await)
         };
         let result = server.call_tool(&entry.tool, arguments, timeout).await?;
+        let result = match (&self.options.digest, self.digests(&entry.server)) {
+            (Some(digest), true) => digest.apply(result, &entry.server, &entry.tool),
+            _ => result,
+        };
         Ok(cap_result(result, limits.max_result_bytes))
+    }
+
+    /// Whether results of `server` are digested (the wrap is on and the
+    /// server did not opt out with `agentic_never`).
+    fn digests(&self, server: &str) -> bool {
+        self.options.digest.is_some()
+            && !self.entries.iter().any(|e| e.name == server && e.spec.agentic_never)
+    }
+
+    /// `retrieve_raw {call_id, pointer?}`: the raw payload, or the part at a JSON pointer.
+    fn retrieve_raw(&self, arguments: &JsonObject) -> Result<CallToolResult> {
+        let bad = |message: String| Error::BadArguments { name: builtin::RETRIEVE_RAW.to_owned(), message };
+        let Some(digest) = &self.options.digest else {
+            return Err(bad("the digest is off, so nothing was stored".to_owned()));
+        };
+        let call_id = arguments
+            .get("call_id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("pass {\"call_id\": \"…\"} from a digest".to_owned()))?;
+        let record = digest
+            .store
+            .get(call_id)
+            .map_err(|e| bad(e.to_string()))?
+            .ok_or_else(|| bad(format!("no raw payload is stored under `{call_id}`")))?;
+        let text = match arguments.get("pointer").and_then(Value::as_str) {
+            Some(pointer) => core_agent_digest::extract(&record.payload, pointer).map_err(bad)?,
+            None => record.payload,
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
     }
 
     fn record_plan(&self, arguments: &JsonObject) -> Result<CallToolResult> {

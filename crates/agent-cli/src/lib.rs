@@ -7,9 +7,11 @@ mod doctor;
 mod error;
 mod host;
 mod text;
+mod wrap;
 
 pub use config_view::{ConfigReport, FileReport, SettingReport, config_report};
 pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
 pub use error::{Error, Result};
 pub use host::{CallOutcome, CallRequest, Host, HostOptions, ServerReport, ToolReport, cap_result};
 pub use text::terminal_safe;
+pub use wrap::DigestWrap;

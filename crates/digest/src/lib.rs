@@ -3,11 +3,15 @@
 mod error;
 mod prune;
 mod route;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 mod store;
 mod telemetry;
 
 pub use error::{Error, Result};
 pub use prune::{Limits, Malformed, is_identifier_key, prune};
 pub use route::{Digested, Method, Settings, extract, passthrough, route};
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
 pub use store::{MemoryStore, RawRecord, Store};
 pub use telemetry::{DigestEvent, DigestMethods, DigestSavings, LlmUsage, Usage};
