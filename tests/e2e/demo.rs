@@ -25,13 +25,14 @@ fn tools_json_lists_the_namespaced_catalog() {
         [
             "record_plan",
             "wait_and_verify",
+            "retrieve_raw",
             "demo_add_note",
             "demo_divide",
             "demo_list_inventory",
             "demo_lookup_item"
         ]
     );
-    let divide = &tools[3];
+    let divide = &tools[4];
     let keys: Vec<&str> = divide
         .as_object()
         .unwrap()
@@ -57,7 +58,7 @@ fn tools_json_lists_the_namespaced_catalog() {
         serde_json::json!(["creator", "agent", "user", "public"])
     );
     assert_eq!(
-        tools[2]["read_only"], false,
+        tools[3]["read_only"], false,
         "add_note is annotated mutating"
     );
     assert_eq!(
@@ -143,7 +144,13 @@ fn a_tool_error_exits_one_and_json_shows_is_error() {
 
 #[test]
 fn json_call_prints_the_whole_result() {
-    let run = project().run(&["call", "--yes", "demo_list_inventory", "--json"]);
+    let run = project().run(&[
+        "call",
+        "--yes",
+        "demo_list_inventory",
+        "--json",
+        "--no-mcp-digest",
+    ]);
     run.expect_code(0);
     let result = run.json();
     let listing: serde_json::Value =

@@ -243,8 +243,8 @@ fn trust_levels_hide_destructive_tools() {
     );
     assert_eq!(
         server["tools"].as_u64().unwrap() as usize,
-        public.len() - 2,
-        "minus the two built-ins"
+        public.len() - 3,
+        "minus the three built-ins"
     );
 
     let run = p.run(&[
@@ -304,12 +304,13 @@ fn allowlists_notes_and_limits_shape_the_catalog() {
         [
             "record_plan",
             "wait_and_verify",
+            "retrieve_raw",
             "demo_divide",
             "demo_list_inventory"
         ]
     );
     assert_eq!(
-        tools[2]["description"],
+        tools[3]["description"],
         "Divide a by b. Fails when b is zero.\n\nUse for ratios only."
     );
     for line in [
@@ -331,7 +332,13 @@ fn allowlists_notes_and_limits_shape_the_catalog() {
         human.stdout
     );
 
-    let run = p.run(&["call", "--yes", "demo_list_inventory", "--json"]);
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "demo_list_inventory",
+        "--json",
+        "--no-mcp-digest",
+    ]);
     run.expect_code(0);
     let content = run.json()["content"].clone();
     assert_eq!(content[0]["text"].as_str().unwrap().len(), 1000);

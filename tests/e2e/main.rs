@@ -13,6 +13,7 @@
 mod config;
 mod demo;
 mod dialects;
+mod digest;
 mod doctor;
 mod gate;
 mod lifecycle;

@@ -47,7 +47,7 @@ pub(crate) fn report(name: &&str) -> ToolReport {
         tool: (*name).to_owned(),
         description: description.to_owned(),
         input_schema: schema,
-        read_only: false,
+        read_only: *name == RETRIEVE_RAW,
         trust_levels: vec!["creator", "agent", "user", "public"],
     }
 }

@@ -390,8 +390,8 @@ impl Host {
     }
 
     /// Runs an admitted call: mutating calls hold the session's lock; the
-    /// server's own limit bounds calls in flight; the result is capped.
-    async fn dispatch(
+    /// server's own limit bounds calls in flight. The result is as the server sent it.
+    async fn dispatch_raw(
         &self,
         entry: &CatalogEntry,
         arguments: JsonObject,
@@ -412,24 +412,44 @@ impl Host {
         } else {
             Some(self.mutation.lock().await)
         };
-        let result = server.call_tool(&entry.tool, arguments, timeout).await?;
+        Ok(server.call_tool(&entry.tool, arguments, timeout).await?)
+    }
+
+    /// Runs an admitted call and shapes its result for the caller: the
+    /// digest (raw payload stored whole), then the `max_result_bytes` cap.
+    async fn dispatch(
+        &self,
+        entry: &CatalogEntry,
+        arguments: JsonObject,
+    ) -> Result<CallToolResult> {
+        let result = self.dispatch_raw(entry, arguments).await?;
         let result = match (&self.options.digest, self.digests(&entry.server)) {
             (Some(digest), true) => digest.apply(result, &entry.server, &entry.tool),
             _ => result,
         };
-        Ok(cap_result(result, limits.max_result_bytes))
+        let max = self
+            .servers
+            .get(&entry.server)
+            .map_or(usize::MAX, |s| s.limits().max_result_bytes);
+        Ok(cap_result(result, max))
     }
 
     /// Whether results of `server` are digested (the wrap is on and the
     /// server did not opt out with `agentic_never`).
     fn digests(&self, server: &str) -> bool {
         self.options.digest.is_some()
-            && !self.entries.iter().any(|e| e.name == server && e.spec.agentic_never)
+            && !self
+                .entries
+                .iter()
+                .any(|e| e.name == server && e.spec.agentic_never)
     }
 
     /// `retrieve_raw {call_id, pointer?}`: the raw payload, or the part at a JSON pointer.
     fn retrieve_raw(&self, arguments: &JsonObject) -> Result<CallToolResult> {
-        let bad = |message: String| Error::BadArguments { name: builtin::RETRIEVE_RAW.to_owned(), message };
+        let bad = |message: String| Error::BadArguments {
+            name: builtin::RETRIEVE_RAW.to_owned(),
+            message,
+        };
         let Some(digest) = &self.options.digest else {
             return Err(bad("the digest is off, so nothing was stored".to_owned()));
         };
@@ -502,8 +522,10 @@ impl Host {
         let mut last = Value::Null;
         for attempt in 1..=args.max_attempts {
             let admitted = self.admit(catalog, &entry.name, &args.arguments, level)?;
-            let result = self.dispatch(&admitted, args.arguments.clone()).await?;
-            last = serde_json::to_value(&result).unwrap_or(Value::Null);
+            // The condition reads the whole result, not its digest.
+            let result = self.dispatch_raw(&admitted, args.arguments.clone()).await?;
+            last =
+                serde_json::to_value(cap_result(result.clone(), 64 * 1024)).unwrap_or(Value::Null);
             if args.until.holds(&result) {
                 let report = json!({"satisfied": true, "attempts": attempt, "result": last});
                 return Ok(CallToolResult::success(vec![ContentBlock::text(

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use core_agent::{CallRequest, DoctorOptions, DoctorReport, Host, HostOptions};
+use core_agent::{CallRequest, DigestWrap, DoctorOptions, DoctorReport, Host, HostOptions};
+use core_agent_digest::{MemoryStore, Settings, SqliteStore, Store};
 use core_agent_mcp_config::{ConfigPaths, Dialect, NewServer, Scope, TrustLevel};
 use core_agent_mcp_transport::model::{
     CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
@@ -46,6 +47,15 @@ struct Global {
     /// The caller's trust level: which tools it may see and call.
     #[arg(long, global = true, value_enum, default_value_t = TrustArg::Creator)]
     trust_level: TrustArg,
+    /// Turn the digest of large MCP results off (and `retrieve_raw` with it).
+    #[arg(long, global = true)]
+    no_mcp_digest: bool,
+    /// Keep raw payloads and digest telemetry in this SQLite file (default: in memory).
+    #[arg(long, global = true, value_name = "PATH")]
+    session_db: Option<PathBuf>,
+    /// The session id (default: a new one per run); reuse one to add to its telemetry.
+    #[arg(long, global = true, value_name = "ID")]
+    session: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -108,6 +118,20 @@ enum Command {
         /// Approve every call the gate would ask about.
         #[arg(long)]
         yes: bool,
+    },
+    /// Print the raw payload of a digested result, from `--session-db`.
+    Raw {
+        /// The `call_id` from the digest.
+        call_id: String,
+        /// Print only the part at this JSON pointer (such as /items/42).
+        #[arg(long)]
+        pointer: Option<String>,
+    },
+    /// Print a session's digest telemetry, from `--session-db`.
+    Usage {
+        /// Print JSON: {"session", "digest_methods", "digest_savings"}.
+        #[arg(long)]
+        json: bool,
     },
     /// Serve the built-in demo MCP server on stdin/stdout.
     DemoServer,
@@ -317,6 +341,20 @@ async fn run(cli: Cli) -> u8 {
             return add(&paths, name, *scope, env, url.as_deref(), headers, command);
         }
         Command::Mcp(McpCommand::Remove { name, scope }) => return remove(&paths, name, *scope),
+        Command::Raw { call_id, pointer } => {
+            return raw(
+                cli.global.session_db.as_deref(),
+                call_id,
+                pointer.as_deref(),
+            );
+        }
+        Command::Usage { json } => {
+            return usage(
+                cli.global.session_db.as_deref(),
+                cli.global.session.as_deref(),
+                *json,
+            );
+        }
         Command::Mcp(McpCommand::Init) => return init(&paths),
         Command::Mcp(McpCommand::Doctor {
             cloud,
@@ -364,6 +402,25 @@ async fn run(cli: Cli) -> u8 {
                 return USAGE;
             }
         };
+    let wrap_on = !cli.global.no_mcp_digest && config.agentic_wrap.as_ref().is_none_or(|s| s.value);
+    if wrap_on {
+        let store: Arc<dyn Store> = match &cli.global.session_db {
+            Some(path) => match SqliteStore::open(path) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    eprintln!("core-agent: {e}");
+                    return USAGE;
+                }
+            },
+            None => Arc::new(MemoryStore::new()),
+        };
+        let mut settings = Settings::default();
+        if let Some(t) = &config.agentic_wrap_threshold {
+            settings.threshold = usize::try_from(t.value).unwrap_or(usize::MAX);
+        }
+        let session = cli.global.session.clone().unwrap_or_else(new_session_id);
+        options.digest = Some(Arc::new(DigestWrap::new(settings, store, session)));
+    }
     let env = config.dotenv.over_process();
     let mut host = Host::start(&config, &env, options, &report_ready).await;
     for server in host.server_reports(TrustLevel::Creator) {
@@ -477,7 +534,7 @@ async fn execute(host: &Host, command: &Command, calls: Vec<CallRequest>, level:
                 }
             }
         }
-        Command::DemoServer | Command::Config(_) => 0,
+        Command::DemoServer | Command::Config(_) | Command::Raw { .. } | Command::Usage { .. } => 0,
         Command::Mcp(_) => USAGE,
     }
 }
@@ -623,6 +680,126 @@ fn remove(paths: &ConfigPaths, name: &str, scope: Option<ScopeArg>) -> u8 {
     };
     eprintln!("core-agent: no server named `{name}`; {known}");
     USAGE
+}
+
+/// A new session id: the time and the process id, short and unique enough
+/// to tell runs apart in one database.
+fn new_session_id() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!("s{secs:x}{:x}", std::process::id())
+}
+
+fn open_db(path: Option<&Path>) -> Result<SqliteStore, u8> {
+    let Some(path) = path else {
+        eprintln!(
+            "core-agent: pass --session-db PATH: raw payloads and telemetry are only kept in a session database"
+        );
+        return Err(USAGE);
+    };
+    if !path.exists() {
+        eprintln!(
+            "core-agent: {} does not exist; it is created by a run with --session-db",
+            path.display()
+        );
+        return Err(USAGE);
+    }
+    SqliteStore::open(path).map_err(|e| {
+        eprintln!("core-agent: {e}");
+        FAILED
+    })
+}
+
+fn raw(db: Option<&Path>, call_id: &str, pointer: Option<&str>) -> u8 {
+    let store = match open_db(db) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    match store.get(call_id) {
+        Ok(Some(record)) => match pointer {
+            None => {
+                println!("{}", record.payload);
+                0
+            }
+            Some(p) => match core_agent_digest::extract(&record.payload, p) {
+                Ok(part) => {
+                    println!("{part}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("core-agent: {e}");
+                    FAILED
+                }
+            },
+        },
+        Ok(None) => {
+            eprintln!("core-agent: no raw payload is stored under `{call_id}`");
+            FAILED
+        }
+        Err(e) => {
+            eprintln!("core-agent: {e}");
+            FAILED
+        }
+    }
+}
+
+fn usage(db: Option<&Path>, session: Option<&str>, json: bool) -> u8 {
+    let store = match open_db(db) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let session = match session {
+        Some(s) => s.to_owned(),
+        None => match store.sessions().map(|s| s.last().cloned()) {
+            Ok(Some(last)) => last,
+            Ok(None) => {
+                eprintln!("core-agent: the database has no digest telemetry yet");
+                return FAILED;
+            }
+            Err(e) => {
+                eprintln!("core-agent: {e}");
+                return FAILED;
+            }
+        },
+    };
+    let usage = match store.usage(&session) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("core-agent: {e}");
+            return FAILED;
+        }
+    };
+    if json {
+        print_json(&serde_json::json!({
+            "session": session,
+            "digest_methods": usage.digest_methods,
+            "digest_savings": usage.digest_savings,
+        }));
+        return 0;
+    }
+    println!("session {session}");
+    for (method, count) in &usage.digest_methods.counts {
+        let saved = usage
+            .digest_methods
+            .bytes_saved
+            .get(method)
+            .copied()
+            .unwrap_or(0);
+        println!("  {method:<16} {count} call(s), {saved} bytes saved");
+    }
+    let s = &usage.digest_savings;
+    println!(
+        "  structural {} / agentic {} calls; ~{} parent tokens saved; subagent {} in / {} out tokens, ${:.6}",
+        s.structural_calls,
+        s.agentic_calls,
+        s.parent_tokens_saved,
+        s.subagent_input_tokens,
+        s.subagent_output_tokens,
+        s.subagent_cost_usd
+    );
+    0
 }
 
 fn init(paths: &ConfigPaths) -> u8 {

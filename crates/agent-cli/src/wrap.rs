@@ -19,25 +19,46 @@ pub struct DigestWrap {
 
 impl DigestWrap {
     /// A wrap for `session`, storing into `store`.
-    pub fn new(settings: Settings, store: Arc<dyn Store>, session: impl Into<String>) -> DigestWrap {
-        DigestWrap { settings, store, session: session.into(), counter: AtomicU64::new(0) }
+    pub fn new(
+        settings: Settings,
+        store: Arc<dyn Store>,
+        session: impl Into<String>,
+    ) -> DigestWrap {
+        DigestWrap {
+            settings,
+            store,
+            session: session.into(),
+            counter: AtomicU64::new(0),
+        }
     }
 
     /// Digests `result` if its payload is over the threshold: the payload is
-    /// the structured content if there is one, else the text blocks joined by
-    /// newlines. The raw payload is stored whole; the result then carries the
+    /// the text blocks joined by newlines when they hold JSON, else the
+    /// structured content when there is some, else the text (prose). The raw payload is stored whole; the result then carries the
     /// synthetic `{"digest", "raw_bytes", "method", "call_id"}` instead.
     /// Never fails: if the store cannot keep the payload, the result passes
     /// untouched.
     pub fn apply(&self, mut result: CallToolResult, server: &str, tool: &str) -> CallToolResult {
+        let text = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let json_text = matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['));
         let payload = match &result.structured_content {
-            Some(structured) => structured.to_string(),
-            None => result.content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect::<Vec<_>>().join("\n"),
+            Some(structured) if !json_text => structured.to_string(),
+            _ => text,
         };
-        let Some(digested) = route(&payload, &self.settings) else { return result };
+        let Some(digested) = route(&payload, &self.settings) else {
+            return result;
+        };
         let n = self.counter.fetch_add(1, Ordering::SeqCst) + 1;
         let call_id = format!("{}-{n}", self.session);
-        let created_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+        let created_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
         let record = RawRecord {
             call_id: call_id.clone(),
             session_id: self.session.clone(),
@@ -50,7 +71,10 @@ impl DigestWrap {
             return result;
         }
         let envelope = digested.envelope(&call_id);
-        let _ = self.store.record(&self.session, &DigestEvent::new(digested.method, digested.raw_bytes, envelope.len()));
+        let _ = self.store.record(
+            &self.session,
+            &DigestEvent::new(digested.method, digested.raw_bytes, envelope.len()),
+        );
         result.content.retain(|c| c.as_text().is_none());
         result.content.insert(0, ContentBlock::text(envelope));
         result.structured_content = None;

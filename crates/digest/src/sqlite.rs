@@ -13,13 +13,16 @@ pub struct SqliteStore {
 }
 
 fn err(e: impl std::fmt::Display) -> Error {
-    Error::Store { message: e.to_string() }
+    Error::Store {
+        message: e.to_string(),
+    }
 }
 
 impl SqliteStore {
     /// Opens (or creates) the database at `path`.
     pub fn open(path: &Path) -> Result<SqliteStore> {
-        let conn = Connection::open(path).map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
+        let conn = Connection::open(path)
+            .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              CREATE TABLE IF NOT EXISTS raw_payloads (
@@ -30,11 +33,15 @@ impl SqliteStore {
              CREATE INDEX IF NOT EXISTS digest_events_session ON digest_events (session_id);",
         )
         .map_err(|e| err(format!("cannot prepare {}: {e}", path.display())))?;
-        Ok(SqliteStore { conn: Mutex::new(conn) })
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+        })
     }
 
     fn conn(&self) -> Result<std::sync::MutexGuard<'_, Connection>> {
-        self.conn.lock().map_err(|_| err("the database connection is unusable after a panic"))
+        self.conn
+            .lock()
+            .map_err(|_| err("the database connection is unusable after a panic"))
     }
 
     /// The sessions that have telemetry, oldest first.
@@ -44,7 +51,8 @@ impl SqliteStore {
             .prepare("SELECT session_id FROM digest_events GROUP BY session_id ORDER BY MIN(rowid)")
             .map_err(err)?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err)?;
-        rows.collect::<std::result::Result<Vec<_>, _>>().map_err(err)
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(err)
     }
 }
 
@@ -83,15 +91,22 @@ impl Store for SqliteStore {
     fn record(&self, session: &str, event: &DigestEvent) -> Result<()> {
         let json = serde_json::to_string(event).map_err(err)?;
         self.conn()?
-            .execute("INSERT INTO digest_events (session_id, event) VALUES (?1, ?2)", params![session, json])
+            .execute(
+                "INSERT INTO digest_events (session_id, event) VALUES (?1, ?2)",
+                params![session, json],
+            )
             .map_err(err)?;
         Ok(())
     }
 
     fn usage(&self, session: &str) -> Result<Usage> {
         let conn = self.conn()?;
-        let mut stmt = conn.prepare("SELECT event FROM digest_events WHERE session_id = ?1 ORDER BY rowid").map_err(err)?;
-        let rows = stmt.query_map(params![session], |r| r.get::<_, String>(0)).map_err(err)?;
+        let mut stmt = conn
+            .prepare("SELECT event FROM digest_events WHERE session_id = ?1 ORDER BY rowid")
+            .map_err(err)?;
+        let rows = stmt
+            .query_map(params![session], |r| r.get::<_, String>(0))
+            .map_err(err)?;
         let mut usage = Usage::default();
         for row in rows {
             let event: DigestEvent = serde_json::from_str(&row.map_err(err)?).map_err(err)?;
@@ -122,8 +137,12 @@ mod tests {
                     payload: "{\"a\": 1}".into(),
                 })
                 .unwrap();
-            store.record("s1", &DigestEvent::new(Method::StructuralJson, 1000, 100)).unwrap();
-            store.record("s1", &DigestEvent::new(Method::Passthrough, 500, 500)).unwrap();
+            store
+                .record("s1", &DigestEvent::new(Method::StructuralJson, 1000, 100))
+                .unwrap();
+            store
+                .record("s1", &DigestEvent::new(Method::Passthrough, 500, 500))
+                .unwrap();
         }
         let store = SqliteStore::open(&path).unwrap();
         assert_eq!(store.get("s1-1").unwrap().unwrap().payload, "{\"a\": 1}");
