@@ -7,6 +7,8 @@
 //! - `conformance`: the official MCP client conformance scenarios against
 //!   `crates/mcp-transport/examples/conformance_client.rs`.
 //! - `ci`: `test`, then clippy with `-D warnings` and `cargo fmt --check`.
+//! - `bench [digest]`: the criterion benchmarks, then the digest's time as
+//!   ratios of the baselines measured in the same run.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -31,7 +33,11 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("conformance") => conformance(),
         Some("ci") => ci(),
-        _ => Err("usage: cargo xtask <deps|test|conformance|ci> [-- cargo test args]".to_owned()),
+        Some("bench") => bench(args.get(1).map(String::as_str)),
+        _ => Err(
+            "usage: cargo xtask <deps|test|conformance|ci|bench [digest]> [-- cargo test args]"
+                .to_owned(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -297,4 +303,70 @@ fn strip_ansi(s: &str) -> String {
         }
     }
     out
+}
+
+/// Runs the criterion benchmarks and prints the digest's ratios.
+fn bench(which: Option<&str>) -> Result<()> {
+    match which {
+        None | Some("digest") => {}
+        Some(other) => {
+            return Err(format!(
+                "no benchmark named `{other}`; try `cargo xtask bench digest`"
+            ));
+        }
+    }
+    let mut cmd = cargo();
+    cmd.args(["bench", "-p", "core-agent-digest", "--bench", "digest"]);
+    run(cmd, "cargo bench")?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let dir = target.join("criterion");
+    let mut groups: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.ends_with("mb"))
+        .collect();
+    groups.sort_by_key(|g| {
+        (
+            g.rsplit('_')
+                .next()
+                .and_then(|s| s.trim_end_matches("mb").parse::<u32>().ok()),
+            g.clone(),
+        )
+    });
+    println!(
+        "\n{:<20} {:>12} {:>12} {:>12} {:>14} {:>13}",
+        "input", "digest ms", "Value ms", "skip ms", "digest/Value", "digest/skip"
+    );
+    for g in groups {
+        let mean = |f: &str| -> Option<f64> {
+            let text =
+                std::fs::read_to_string(dir.join(&g).join(f).join("new/estimates.json")).ok()?;
+            let mean = text.find("\"mean\"")?;
+            let at = text[mean..].find("\"point_estimate\":")? + mean + "\"point_estimate\":".len();
+            text[at..]
+                .split([',', '}'])
+                .next()?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        };
+        let (Some(d), Some(v), Some(s)) = (
+            mean("digest"),
+            mean("parse_value"),
+            mean("skip_ignored_any"),
+        ) else {
+            continue;
+        };
+        println!(
+            "{g:<20} {:>12.2} {:>12.2} {:>12.2} {:>14.3} {:>13.3}",
+            d / 1e6,
+            v / 1e6,
+            s / 1e6,
+            d / v,
+            d / s
+        );
+    }
+    Ok(())
 }

@@ -140,9 +140,9 @@ impl Pruner<'_> {
             Some(b'{') => self.object(depth),
             Some(b'[') => self.array(depth),
             Some(b'"') => {
-                let (start, end, chars) = self.string_span()?;
+                let (start, end, chars, cut) = self.string_span_cut()?;
                 if chars > self.limits.max_string_chars {
-                    self.cut_string(start, end, chars)
+                    self.cut_string(start, cut, chars)
                 } else {
                     self.copy(start, end);
                     Ok(())
@@ -317,11 +317,13 @@ impl Pruner<'_> {
         Ok(())
     }
 
-    /// Cuts a long string to `max_string_chars` characters, with a marker.
-    fn cut_string(&mut self, start: usize, end: usize, chars: usize) -> Result<(), Malformed> {
-        let text: String =
-            serde_json::from_slice(&self.src[start..end]).map_err(|_| Malformed { at: start })?;
-        let keep: String = text.chars().take(self.limits.max_string_chars).collect();
+    /// Cuts a long string to `max_string_chars` characters, with a marker;
+    /// only the kept prefix (`start..cut`) is decoded.
+    fn cut_string(&mut self, start: usize, cut_at: usize, chars: usize) -> Result<(), Malformed> {
+        let mut prefix = Vec::with_capacity(cut_at - start + 1);
+        prefix.extend_from_slice(&self.src[start..cut_at]);
+        prefix.push(b'"');
+        let keep: String = serde_json::from_slice(&prefix).map_err(|_| Malformed { at: start })?;
         let cut = chars - self.limits.max_string_chars;
         let marked = format!("{keep}…[digest: {cut} more characters]");
         self.out
@@ -331,26 +333,48 @@ impl Pruner<'_> {
 
     /// The span of a string token (quotes included) and its length in characters.
     fn string_span(&mut self) -> Result<(usize, usize, usize), Malformed> {
+        self.string_span_cut().map(|(s, e, c, _)| (s, e, c))
+    }
+
+    /// Like `string_span`, plus the byte offset where the character after
+    /// the first `max_string_chars` begins (where a long string is cut).
+    fn string_span_cut(&mut self) -> Result<(usize, usize, usize, usize), Malformed> {
         if self.peek() != Some(b'"') {
             return self.bad();
         }
         let start = self.at;
         self.at += 1;
         let mut chars = 0usize;
+        let max = self.limits.max_string_chars;
+        let mut cut = usize::MAX;
         loop {
-            // Fast path over plain ASCII.
+            if chars >= max && cut == usize::MAX {
+                cut = self.at;
+            }
+            // Fast path over plain ASCII (only as far as the cut point while
+            // it is still unknown).
+            let limit = if cut == usize::MAX {
+                self.at + (max - chars.min(max))
+            } else {
+                usize::MAX
+            };
             while let Some(&b) = self.src.get(self.at) {
-                if b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b) {
+                if b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b) || self.at >= limit {
                     break;
                 }
                 self.at += 1;
                 chars += 1;
             }
+            if chars >= max && cut == usize::MAX {
+                cut = self.at;
+            }
             match self.peek() {
                 Some(b'"') => {
                     self.at += 1;
-                    return Ok((start, self.at, chars));
+                    return Ok((start, self.at, chars, cut));
                 }
+                // The fast path stopped at the cut point, before a plain character.
+                Some(b) if (0x20..0x80).contains(&b) && b != b'\\' => continue,
                 Some(b'\\') => {
                     match self.src.get(self.at + 1) {
                         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
