@@ -175,3 +175,119 @@ fn a_third_party_servers_large_json_is_digested() {
     assert!(notes.ends_with("…[digest: 200 more characters]"), "{notes}");
     assert_eq!(digest["records"][15], "[digest: 480 of 500 items omitted]");
 }
+
+#[test]
+fn the_llm_second_chance_summarizes_bills_and_stops_at_the_ceiling() {
+    let llm = core_agent_e2e::Background::fake_llm();
+    let p = Project::new(
+        &json!({"version": 1, "agentic_wrap_model": "small-model", "servers": {"fx": {
+            "transport": "stdio", "command": bin("fixture-server"), "args": ["ok"]
+        }}}),
+    );
+    let prose = "Widgets are small. ".repeat(600); // 11 400 bytes of prose
+    let call = json!({"name": "fx_echo", "arguments": {"text": prose}});
+    let input: String = (0..3).map(|_| format!("{call}\n")).collect();
+    let file = p.write("batch.jsonl", &input);
+    let db = p.path().join("llm.db");
+    let run = |extra: &[&str], session: &str| {
+        let mut args = vec![
+            "call",
+            "--yes",
+            "--batch",
+            file.to_str().unwrap(),
+            "--session-db",
+            db.to_str().unwrap(),
+        ];
+        args.extend_from_slice(&["--session", session]);
+        args.extend_from_slice(extra);
+        let mut cmd = p.command(&args);
+        cmd.env(
+            "CORE_AGENT_LLM_BASE_URL",
+            format!("http://127.0.0.1:{}/v1", llm.port),
+        );
+        let run = p.run_with(cmd);
+        run.expect_code(0);
+        run.stdout
+            .lines()
+            .map(|l| {
+                let line: Value = serde_json::from_str(l).unwrap();
+                serde_json::from_str::<Value>(
+                    line["result"]["content"][0]["text"].as_str().unwrap(),
+                )
+                .unwrap()
+            })
+            .collect::<Vec<Value>>()
+    };
+    // Each summary costs 1000 × $0.30/M + 50 × $2.50/M = $0.000425: the
+    // third call finds $0.00085 spent, over the $0.0005 ceiling.
+    let envelopes = run(
+        &["--mcp-agentic-wrap-llm", "--cost-ceiling", "0.0005"],
+        "llm",
+    );
+    // The three reads run concurrently, so which one meets the ceiling varies.
+    let mut methods: Vec<&str> = envelopes
+        .iter()
+        .map(|e| e["method"].as_str().unwrap())
+        .collect();
+    methods.sort();
+    assert_eq!(methods, ["llm_fallback", "llm_fallback", "passthrough"]);
+    let summarized = envelopes
+        .iter()
+        .find(|e| e["method"] == "llm_fallback")
+        .unwrap();
+    assert_eq!(
+        summarized["digest"],
+        "SUMMARY by small-model: a long text about widgets."
+    );
+    assert_eq!(summarized["raw_bytes"], prose.len());
+
+    let usage = p
+        .run(&[
+            "usage",
+            "--session",
+            "llm",
+            "--session-db",
+            db.to_str().unwrap(),
+            "--json",
+        ])
+        .json();
+    let savings = &usage["digest_savings"];
+    assert_eq!(savings["agentic_calls"], 2);
+    assert_eq!(savings["structural_calls"], 1);
+    assert_eq!(savings["subagent_input_tokens"], 2000);
+    assert_eq!(savings["subagent_output_tokens"], 100);
+    assert!(
+        (savings["subagent_cost_usd"].as_f64().unwrap() - 0.00085).abs() < 1e-9,
+        "{savings}"
+    );
+    assert_eq!(savings["ceiling_skips"], 1);
+    assert_eq!(usage["digest_methods"]["counts"]["llm_fallback"], 2);
+
+    // --mcp-agentic-wrap-model wins over agentic_wrap_model; a failing LLM falls back.
+    let envelopes = run(
+        &[
+            "--mcp-agentic-wrap-llm",
+            "--mcp-agentic-wrap-model",
+            "broken",
+        ],
+        "broken",
+    );
+    assert!(
+        envelopes.iter().all(|e| e["method"] == "passthrough"),
+        "{envelopes:?}"
+    );
+    let usage = p
+        .run(&[
+            "usage",
+            "--session",
+            "broken",
+            "--session-db",
+            db.to_str().unwrap(),
+            "--json",
+        ])
+        .json();
+    assert_eq!(usage["digest_savings"]["subagent_cost_usd"], 0.0);
+    // Without the switch, no LLM.
+    let envelopes = run(&[], "off");
+    assert!(envelopes.iter().all(|e| e["method"] == "passthrough"));
+}

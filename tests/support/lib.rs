@@ -307,3 +307,14 @@ impl Background {
         Background::start(cmd, port)
     }
 }
+
+impl Background {
+    /// The fixture's `openai` mode: a fake chat-completions endpoint; its
+    /// base URL is `http://127.0.0.1:<port>/v1`.
+    pub fn fake_llm() -> Background {
+        let port = free_port();
+        let mut cmd = Command::new(bin("fixture-server"));
+        cmd.arg("openai").arg(port.to_string());
+        Background::start(cmd, port)
+    }
+}

@@ -424,7 +424,7 @@ impl Host {
     ) -> Result<CallToolResult> {
         let result = self.dispatch_raw(entry, arguments).await?;
         let result = match (&self.options.digest, self.digests(&entry.server)) {
-            (Some(digest), true) => digest.apply(result, &entry.server, &entry.tool),
+            (Some(digest), true) => digest.apply(result, &entry.server, &entry.tool).await,
             _ => result,
         };
         let max = self

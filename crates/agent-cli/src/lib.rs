@@ -6,6 +6,7 @@ pub mod demo;
 mod doctor;
 mod error;
 mod host;
+mod llm;
 mod text;
 mod wrap;
 
@@ -13,5 +14,6 @@ pub use config_view::{ConfigReport, FileReport, SettingReport, config_report};
 pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
 pub use error::{Error, Result};
 pub use host::{CallOutcome, CallRequest, Host, HostOptions, ServerReport, ToolReport, cap_result};
+pub use llm::OpenAiSummarizer;
 pub use text::terminal_safe;
-pub use wrap::DigestWrap;
+pub use wrap::{DigestWrap, LlmPath};

@@ -10,8 +10,11 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use core_agent::{CallRequest, DigestWrap, DoctorOptions, DoctorReport, Host, HostOptions};
-use core_agent_digest::{MemoryStore, Settings, SqliteStore, Store};
+use core_agent::{
+    CallRequest, DigestWrap, DoctorOptions, DoctorReport, Host, HostOptions, LlmPath,
+    OpenAiSummarizer,
+};
+use core_agent_digest::{MemoryStore, Pricing, Settings, SqliteStore, Store, choose_model};
 use core_agent_mcp_config::{ConfigPaths, Dialect, NewServer, Scope, TrustLevel};
 use core_agent_mcp_transport::model::{
     CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
@@ -56,6 +59,19 @@ struct Global {
     /// The session id (default: a new one per run); reuse one to add to its telemetry.
     #[arg(long, global = true, value_name = "ID")]
     session: Option<String>,
+    /// Let an LLM summarize results the structural digest cannot get under the
+    /// threshold (needs CORE_AGENT_LLM_BASE_URL; `agentic_wrap_llm: true` also enables it).
+    #[arg(long, global = true, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    mcp_agentic_wrap_llm: Option<bool>,
+    /// The model of the LLM second chance (over `agentic_wrap_model`).
+    #[arg(long, global = true, value_name = "MODEL")]
+    mcp_agentic_wrap_model: Option<String>,
+    /// The small model used when no MCP-specific model is set.
+    #[arg(long, global = true, value_name = "MODEL")]
+    agentic_small_model: Option<String>,
+    /// Stop using the LLM once the session has spent this many US dollars on it.
+    #[arg(long, global = true, value_name = "USD")]
+    cost_ceiling: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -419,7 +435,36 @@ async fn run(cli: Cli) -> u8 {
             settings.threshold = usize::try_from(t.value).unwrap_or(usize::MAX);
         }
         let session = cli.global.session.clone().unwrap_or_else(new_session_id);
-        options.digest = Some(Arc::new(DigestWrap::new(settings, store, session)));
+        let mut wrap = DigestWrap::new(settings, store, session);
+        let llm_on = cli.global.mcp_agentic_wrap_llm == Some(true)
+            || config.agentic_wrap_llm.as_ref().is_some_and(|s| s.value);
+        if llm_on {
+            let timeout = Duration::from_secs(30);
+            match OpenAiSummarizer::from_env(timeout) {
+                Some(Ok(summarizer)) => {
+                    let config_model = config.agentic_wrap_model.as_ref().map(|s| s.value.as_str());
+                    let mcp_model = cli
+                        .global
+                        .mcp_agentic_wrap_model
+                        .as_deref()
+                        .or(config_model);
+                    let model = choose_model(mcp_model, cli.global.agentic_small_model.as_deref())
+                        .to_owned();
+                    wrap = wrap.with_llm(LlmPath {
+                        summarizer: Arc::new(summarizer),
+                        model,
+                        pricing: Pricing::default(),
+                        cost_ceiling: cli.global.cost_ceiling,
+                        timeout,
+                    });
+                }
+                Some(Err(e)) => eprintln!("core-agent: digest: the LLM second chance is off: {e}"),
+                None => eprintln!(
+                    "core-agent: digest: the LLM second chance is on but CORE_AGENT_LLM_BASE_URL is not set; it stays off"
+                ),
+            }
+        }
+        options.digest = Some(Arc::new(wrap));
     }
     let env = config.dotenv.over_process();
     let mut host = Host::start(&config, &env, options, &report_ready).await;

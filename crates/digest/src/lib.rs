@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod error;
+mod llm;
 mod prune;
 mod route;
 #[cfg(feature = "sqlite")]
@@ -9,6 +10,9 @@ mod store;
 mod telemetry;
 
 pub use error::{Error, Result};
+pub use llm::{
+    BoxFuture, DEFAULT_MODEL, Price, Pricing, Summarizer, Summary, SummaryRequest, choose_model,
+};
 pub use prune::{Limits, Malformed, is_identifier_key, prune};
 pub use route::{Digested, Method, Settings, extract, passthrough, route};
 #[cfg(feature = "sqlite")]
