@@ -9,6 +9,8 @@
 //! - `ci`: `test`, then clippy with `-D warnings` and `cargo fmt --check`.
 //! - `bench [digest]`: the criterion benchmarks, then the digest's time as
 //!   ratios of the baselines measured in the same run.
+//! - `fuzz digest [--seconds N]`: the pruner's mutation fuzzer (std only, so
+//!   it runs on the stable toolchain), for N seconds (default 60).
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -34,8 +36,9 @@ fn main() -> ExitCode {
         Some("conformance") => conformance(),
         Some("ci") => ci(),
         Some("bench") => bench(args.get(1).map(String::as_str)),
+        Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <deps|test|conformance|ci|bench [digest]> [-- cargo test args]"
+            "usage: cargo xtask <deps|test|conformance|ci|bench [digest]|fuzz digest [--seconds N]> [-- cargo test args]"
                 .to_owned(),
         ),
     };
@@ -369,4 +372,34 @@ fn bench(which: Option<&str>) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Runs the pruner's fuzzer for a while.
+fn fuzz(args: &[String]) -> Result<()> {
+    let mut seconds = "60".to_owned();
+    let mut target = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--seconds" => seconds = it.next().cloned().ok_or("--seconds needs a number")?,
+            other if target.is_none() => target = Some(other.to_owned()),
+            other => return Err(format!("unexpected argument `{other}`")),
+        }
+    }
+    if target.as_deref().unwrap_or("digest") != "digest" {
+        return Err("the only fuzz target is `digest`".to_owned());
+    }
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--release",
+        "--quiet",
+        "-p",
+        "core-agent-digest",
+        "--example",
+        "fuzz_prune",
+        "--",
+        &seconds,
+    ]);
+    run(cmd, "the digest fuzzer")
 }
