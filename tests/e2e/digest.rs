@@ -291,3 +291,44 @@ fn the_llm_second_chance_summarizes_bills_and_stops_at_the_ceiling() {
     let envelopes = run(&[], "off");
     assert!(envelopes.iter().all(|e| e["method"] == "passthrough"));
 }
+
+#[test]
+fn llm_prices_can_be_set_in_mcp_json() {
+    let llm = core_agent_e2e::Background::fake_llm();
+    let p = Project::new(&json!({"version": 1,
+        "agentic_wrap_llm": true,
+        "agentic_wrap_model": "priced-model",
+        "agentic_wrap_pricing": {"priced-model": {"input": 1.0, "output": 10.0}},
+        "servers": {"fx": {"transport": "stdio", "command": bin("fixture-server"), "args": ["ok"]}}}));
+    let db = p.path().join("p.db");
+    let text = json!({"text": "Widgets are small. ".repeat(600)}).to_string();
+    let mut cmd = p.command(&[
+        "call",
+        "--yes",
+        "fx_echo",
+        &text,
+        "--session-db",
+        db.to_str().unwrap(),
+        "--session",
+        "priced",
+    ]);
+    cmd.env(
+        "CORE_AGENT_LLM_BASE_URL",
+        format!("http://127.0.0.1:{}/v1", llm.port),
+    );
+    let run = p.run_with(cmd);
+    run.expect_code(0);
+    let envelope: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(
+        envelope["method"], "llm_fallback",
+        "agentic_wrap_llm in mcp.json turns it on"
+    );
+    let usage = p
+        .run(&["usage", "--session-db", db.to_str().unwrap(), "--json"])
+        .json();
+    // 1000 × $1/M + 50 × $10/M
+    let cost = usage["digest_savings"]["subagent_cost_usd"]
+        .as_f64()
+        .unwrap();
+    assert!((cost - 0.0015).abs() < 1e-9, "{cost}");
+}

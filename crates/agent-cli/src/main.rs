@@ -14,7 +14,7 @@ use core_agent::{
     CallRequest, DigestWrap, DoctorOptions, DoctorReport, Host, HostOptions, LlmPath,
     OpenAiSummarizer,
 };
-use core_agent_digest::{MemoryStore, Pricing, Settings, SqliteStore, Store, choose_model};
+use core_agent_digest::{MemoryStore, Price, Pricing, Settings, SqliteStore, Store, choose_model};
 use core_agent_mcp_config::{ConfigPaths, Dialect, NewServer, Scope, TrustLevel};
 use core_agent_mcp_transport::model::{
     CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
@@ -450,10 +450,25 @@ async fn run(cli: Cli) -> u8 {
                         .or(config_model);
                     let model = choose_model(mcp_model, cli.global.agentic_small_model.as_deref())
                         .to_owned();
+                    let mut pricing = Pricing::default();
+                    for (name, (input, cached_input, output)) in config
+                        .agentic_wrap_pricing
+                        .iter()
+                        .flat_map(|s| s.value.iter())
+                    {
+                        pricing.set(
+                            name,
+                            Price {
+                                input: *input,
+                                cached_input: *cached_input,
+                                output: *output,
+                            },
+                        );
+                    }
                     wrap = wrap.with_llm(LlmPath {
                         summarizer: Arc::new(summarizer),
                         model,
-                        pricing: Pricing::default(),
+                        pricing,
                         cost_ceiling: cli.global.cost_ceiling,
                         timeout,
                     });

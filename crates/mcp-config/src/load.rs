@@ -204,6 +204,7 @@ pub struct FileConfig {
     agentic_wrap_threshold: Option<Setting<u64>>,
     agentic_wrap_llm: Option<Setting<bool>>,
     agentic_wrap_model: Option<Setting<String>>,
+    agentic_wrap_pricing: Option<Setting<BTreeMap<String, (f64, f64, f64)>>>,
 }
 
 /// Merges files given highest precedence first: servers by name (the first
@@ -221,6 +222,10 @@ fn merge(config: &mut Config, files: Vec<FileConfig>) {
             .or(file.agentic_wrap_threshold);
         config.agentic_wrap_llm = config.agentic_wrap_llm.take().or(file.agentic_wrap_llm);
         config.agentic_wrap_model = config.agentic_wrap_model.take().or(file.agentic_wrap_model);
+        config.agentic_wrap_pricing = config
+            .agentic_wrap_pricing
+            .take()
+            .or(file.agentic_wrap_pricing);
     }
     config.servers = servers.into_values().collect();
 }
@@ -304,6 +309,28 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
                     value: value.to_owned(),
                     source: cx.path.to_owned(),
                 });
+        file.agentic_wrap_pricing = root
+            .get("agentic_wrap_pricing")
+            .and_then(Value::as_object)
+            .map(|models| {
+                let price = |p: &Value, k: &str| p.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+                Setting {
+                    value: models
+                        .iter()
+                        .map(|(model, p)| {
+                            (
+                                model.clone(),
+                                (
+                                    price(p, "input"),
+                                    price(p, "cached_input"),
+                                    price(p, "output"),
+                                ),
+                            )
+                        })
+                        .collect(),
+                    source: cx.path.to_owned(),
+                }
+            });
     }
     let empty = Map::new();
     let file_limits = Limits::default().overlaid(root.get("limits"));

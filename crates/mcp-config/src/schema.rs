@@ -258,6 +258,7 @@ const CORE_TOP: &[&str] = &[
     "agentic_wrap_threshold",
     "agentic_wrap_llm",
     "agentic_wrap_model",
+    "agentic_wrap_pricing",
 ];
 const CORE_SERVER: &[&str] = &[
     "transport",
@@ -310,6 +311,7 @@ fn known_keys(dialect: Dialect, pointer: &str) -> &'static [&'static str] {
             &["allowedTrustLevels"]
         }
         (_, [.., "limits"]) => LIMITS,
+        (Dialect::Core, ["agentic_wrap_pricing", _]) => &["input", "cached_input", "output"],
         _ => &[],
     }
 }

@@ -18,6 +18,9 @@ pub struct Config {
     pub agentic_wrap_llm: Option<Setting<bool>>,
     /// `agentic_wrap_model`: the model of the LLM second chance.
     pub agentic_wrap_model: Option<Setting<String>>,
+    /// `agentic_wrap_pricing`: model → (input, cached input, output) US dollars
+    /// per million tokens, over the built-in table.
+    pub agentic_wrap_pricing: Option<Setting<BTreeMap<String, (f64, f64, f64)>>>,
     /// The files that were looked at, highest precedence first.
     pub files: Vec<ConfigFile>,
     /// Variables from the project's `.env`, for interpolation.
