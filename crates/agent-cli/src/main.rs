@@ -451,19 +451,17 @@ async fn run(cli: Cli) -> u8 {
                     let model = choose_model(mcp_model, cli.global.agentic_small_model.as_deref())
                         .to_owned();
                     let mut pricing = Pricing::default();
-                    for (name, (input, cached_input, output)) in config
+                    for (name, p) in config
                         .agentic_wrap_pricing
                         .iter()
                         .flat_map(|s| s.value.iter())
                     {
-                        pricing.set(
-                            name,
-                            Price {
-                                input: *input,
-                                cached_input: *cached_input,
-                                output: *output,
-                            },
-                        );
+                        let price = Price {
+                            input: p.input,
+                            cached_input: p.cached_input,
+                            output: p.output,
+                        };
+                        pricing.set(name, price);
                     }
                     wrap = wrap.with_llm(LlmPath {
                         summarizer: Arc::new(summarizer),

@@ -204,7 +204,7 @@ pub struct FileConfig {
     agentic_wrap_threshold: Option<Setting<u64>>,
     agentic_wrap_llm: Option<Setting<bool>>,
     agentic_wrap_model: Option<Setting<String>>,
-    agentic_wrap_pricing: Option<Setting<BTreeMap<String, (f64, f64, f64)>>>,
+    agentic_wrap_pricing: Option<Setting<crate::ModelPrices>>,
 }
 
 /// Merges files given highest precedence first: servers by name (the first
@@ -318,14 +318,12 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
                     value: models
                         .iter()
                         .map(|(model, p)| {
-                            (
-                                model.clone(),
-                                (
-                                    price(p, "input"),
-                                    price(p, "cached_input"),
-                                    price(p, "output"),
-                                ),
-                            )
+                            let price = crate::ModelPrice {
+                                input: price(p, "input"),
+                                cached_input: price(p, "cached_input"),
+                                output: price(p, "output"),
+                            };
+                            (model.clone(), price)
                         })
                         .collect(),
                     source: cx.path.to_owned(),

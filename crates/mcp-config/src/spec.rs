@@ -20,7 +20,7 @@ pub struct Config {
     pub agentic_wrap_model: Option<Setting<String>>,
     /// `agentic_wrap_pricing`: model → (input, cached input, output) US dollars
     /// per million tokens, over the built-in table.
-    pub agentic_wrap_pricing: Option<Setting<BTreeMap<String, (f64, f64, f64)>>>,
+    pub agentic_wrap_pricing: Option<Setting<ModelPrices>>,
     /// The files that were looked at, highest precedence first.
     pub files: Vec<ConfigFile>,
     /// Variables from the project's `.env`, for interpolation.
@@ -175,6 +175,20 @@ impl Limits {
         self
     }
 }
+
+/// One model's price in US dollars per million tokens (`agentic_wrap_pricing`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelPrice {
+    /// Input tokens.
+    pub input: f64,
+    /// Cached input tokens (0 when not given).
+    pub cached_input: f64,
+    /// Output tokens.
+    pub output: f64,
+}
+
+/// Model name → price.
+pub type ModelPrices = BTreeMap<String, ModelPrice>;
 
 /// A value together with the file it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
