@@ -382,8 +382,24 @@ async fn a_call_to_a_stuck_server_times_out_as_a_call_error() {
         .trim()
         .to_owned();
 
-    // A stopped server reads nothing and answers nothing.
+    // A stopped server reads nothing and answers nothing. Wait until the
+    // kernel reports it stopped before calling.
     signal(&pid, "-STOP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or_default()
+            .trim_start()
+            .chars()
+            .next();
+        if state == Some('T') || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let err = host
         .call(
             "demo_divide",
