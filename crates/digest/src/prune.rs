@@ -358,6 +358,20 @@ impl Pruner<'_> {
             } else {
                 usize::MAX
             };
+            // Eight bytes at a time while none of them is special…
+            while self.at.saturating_add(8) <= limit.min(self.src.len()) {
+                let Some(chunk) = self.src.get(self.at..self.at + 8) else {
+                    break;
+                };
+                let mut word = [0u8; 8];
+                word.copy_from_slice(chunk);
+                if has_special(u64::from_le_bytes(word)) {
+                    break;
+                }
+                self.at += 8;
+                chars += 8;
+            }
+            // …then byte by byte up to the next special one.
             while let Some(&b) = self.src.get(self.at) {
                 if b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b) || self.at >= limit {
                     break;
@@ -548,6 +562,19 @@ impl Pruner<'_> {
             }
         }
     }
+}
+
+/// Whether any byte of `w` is `"`, `\\`, a control character (< 0x20) or
+/// not ASCII (SWAR: the classic "has a zero byte" test on transformed words).
+fn has_special(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGH != 0;
+    let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH != 0;
+    zero_byte(w ^ (ONES * u64::from(b'"')))
+        || zero_byte(w ^ (ONES * u64::from(b'\\')))
+        || below_space
+        || w & HIGH != 0
 }
 
 /// A key's text; keys with escapes are decoded, plain ones borrowed cheaply.
