@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::{Cloud, Config, Dialect, Env, Problem, ServerEntry, Template, Transport};
+use crate::{Cloud, Config, Env, Problem, ServerEntry, Template, Transport};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -156,10 +156,7 @@ fn templates(server: &ServerEntry) -> Vec<(&'static str, &str, &Template)> {
 
 /// `<file> /servers/<name>/<field>/<key>`, in the server's own dialect.
 fn pointer(server: &ServerEntry, field: &str, key: &str) -> String {
-    let root = match server.dialect {
-        Dialect::Core => "servers",
-        Dialect::McpServers => "mcpServers",
-    };
+    let root = server.dialect.servers_key();
     let mut p = format!("/{root}/{}", crate::load::escape_pointer(&server.name));
     for seg in [field, key] {
         if !seg.is_empty() {

@@ -42,8 +42,8 @@ pub fn add_server(
     server: &NewServer,
 ) -> Result<String> {
     let mut root = parse(path, text.unwrap_or(INIT_TEXT))?;
-    let dialect = dialect_of(&root);
-    let key = servers_key(dialect);
+    let dialect = Dialect::detect(&root);
+    let key = dialect.servers_key();
     let Some(obj) = root.as_object_mut() else {
         return Err(invalid(
             path,
@@ -77,7 +77,7 @@ pub fn add_server(
 /// when the file has no such server.
 pub fn remove_server(path: &Path, text: &str, name: &str) -> Result<Option<String>> {
     let mut root = parse(path, text)?;
-    let key = servers_key(dialect_of(&root));
+    let key = Dialect::detect(&root).servers_key();
     let removed = root
         .get_mut(key)
         .and_then(Value::as_object_mut)
@@ -98,7 +98,7 @@ pub fn remove_server(path: &Path, text: &str, name: &str) -> Result<Option<Strin
 /// The names of the servers in `text`, in file order.
 pub fn server_names(path: &Path, text: &str) -> Result<Vec<String>> {
     let root = parse(path, text)?;
-    let key = servers_key(dialect_of(&root));
+    let key = Dialect::detect(&root).servers_key();
     Ok(root
         .get(key)
         .and_then(Value::as_object)
@@ -113,20 +113,6 @@ fn parse(path: &Path, text: &str) -> Result<Value> {
         column: e.column(),
         message: e.to_string(),
     })
-}
-
-fn dialect_of(root: &Value) -> Dialect {
-    match root.as_object() {
-        Some(o) if o.contains_key("mcpServers") || o.contains_key("auggy") => Dialect::McpServers,
-        _ => Dialect::Core,
-    }
-}
-
-fn servers_key(dialect: Dialect) -> &'static str {
-    match dialect {
-        Dialect::Core => "servers",
-        Dialect::McpServers => "mcpServers",
-    }
 }
 
 fn server_value(dialect: Dialect, server: &NewServer) -> Value {

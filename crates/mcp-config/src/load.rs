@@ -138,7 +138,7 @@ pub fn parse_file(
         column: e.column(),
         message: strip_position(&e.to_string()),
     })?;
-    let dialect = detect(&root);
+    let dialect = Dialect::detect(&root);
     let positions = Positions::new(text);
     let mut cx = Cx {
         path,
@@ -171,15 +171,6 @@ pub fn parse_file(
     found.sort_by_key(|p| (p.line, p.column));
     problems.extend(found);
     Ok(file)
-}
-
-fn detect(root: &Value) -> Dialect {
-    match root.as_object() {
-        Some(obj) if obj.contains_key("mcpServers") || obj.contains_key("auggy") => {
-            Dialect::McpServers
-        }
-        _ => Dialect::Core,
-    }
 }
 
 /// The server a pointer belongs to.
@@ -282,10 +273,7 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
         value,
         source: cx.path.to_owned(),
     };
-    let servers_key = match dialect {
-        Dialect::Core => "servers",
-        Dialect::McpServers => "mcpServers",
-    };
+    let servers_key = dialect.servers_key();
     if dialect == Dialect::Core {
         file.agentic_wrap = root
             .get("agentic_wrap")
@@ -374,7 +362,7 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
                     .collect()
             })
         };
-        let transport = match transport_kind(dialect, value) {
+        let transport = match transport_kind(value) {
             "stdio" => Transport::Stdio(StdioSpec {
                 command: value
                     .get("command")
@@ -461,17 +449,18 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
     }
 }
 
-/// `"stdio"` or `"http"` for a server the schema accepted.
-fn transport_kind(dialect: Dialect, server: &Value) -> &'static str {
-    let declared = match dialect {
-        Dialect::Core => server.get("transport"),
-        Dialect::McpServers => server.get("type"),
-    };
-    match declared.and_then(Value::as_str) {
+/// `"stdio"` or `"http"`, as a server object of either dialect declares it
+/// (`transport` or `type`; with neither, a lone `url` means http).
+pub(crate) fn transport_kind(server: &Value) -> &'static str {
+    let declared = server
+        .get("transport")
+        .or_else(|| server.get("type"))
+        .and_then(Value::as_str);
+    match declared {
         Some("http" | "streamable-http") => "http",
         Some(_) => "stdio",
-        None if server.get("command").is_some() => "stdio",
-        None => "http",
+        None if server.get("url").is_some() && server.get("command").is_none() => "http",
+        None => "stdio",
     }
 }
 

@@ -157,7 +157,7 @@ fn translate(
         ValidationErrorKind::FalseSchema => {
             let parent = parent(pointer);
             let server = root.pointer(parent).unwrap_or(&Value::Null);
-            let kind = transport_of(server);
+            let kind = crate::load::transport_kind(server);
             let other = if kind == "stdio" { "http" } else { "stdio" };
             one(
                 format!(
@@ -233,20 +233,6 @@ fn parent(pointer: &str) -> &str {
 
 fn segments(pointer: &str) -> Vec<&str> {
     pointer.split('/').skip(1).collect()
-}
-
-/// `"stdio"` or `"http"`, as the server object declares it.
-fn transport_of(server: &Value) -> &'static str {
-    let declared = server
-        .get("transport")
-        .or_else(|| server.get("type"))
-        .and_then(Value::as_str);
-    match declared {
-        Some("http" | "streamable-http") => "http",
-        Some(_) => "stdio",
-        None if server.get("url").is_some() && server.get("command").is_none() => "http",
-        None => "stdio",
-    }
 }
 
 const CORE_TOP: &[&str] = &[

@@ -65,6 +65,24 @@ impl Dialect {
             Dialect::McpServers => "mcpServers",
         }
     }
+
+    /// The key that holds the servers: `servers` or `mcpServers`.
+    pub fn servers_key(self) -> &'static str {
+        match self {
+            Dialect::Core => "servers",
+            Dialect::McpServers => "mcpServers",
+        }
+    }
+
+    /// The dialect a parsed file is written in, told by its keys.
+    pub fn detect(root: &serde_json::Value) -> Dialect {
+        match root.as_object() {
+            Some(o) if o.contains_key("mcpServers") || o.contains_key("auggy") => {
+                Dialect::McpServers
+            }
+            _ => Dialect::Core,
+        }
+    }
 }
 
 /// Who a call comes from, most trusted first.
