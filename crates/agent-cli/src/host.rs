@@ -220,16 +220,22 @@ impl Host {
         reports
     }
 
-    /// Warnings that concern no single server: name collisions, and
-    /// permission patterns that match no tool.
+    /// Everything the operator should hear about at startup, each line
+    /// prefixed with its area: policy warnings (allowlist typos, left-out or
+    /// renamed tools, cut tool lists) and permission patterns that match no tool.
     pub fn warnings(&self) -> Vec<String> {
         let catalog = self.catalog();
         let mut out: Vec<String> = catalog
             .warnings()
             .iter()
-            .filter(|w| w.server().is_none())
-            .map(ToString::to_string)
+            .map(|w| format!("mcp: {w}"))
             .collect();
+        out.extend(
+            self.servers
+                .iter()
+                .flat_map(Server::warnings)
+                .map(|w| format!("mcp: {w}")),
+        );
         let names: Vec<&str> = catalog.entries().iter().map(|e| e.name.as_str()).collect();
         if let Ok(gate) = self.gate.lock() {
             for p in gate.unmatched_patterns(&names) {

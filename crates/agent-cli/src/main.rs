@@ -481,11 +481,6 @@ async fn run(cli: Cli) -> u8 {
     }
     let env = config.dotenv.over_process();
     let mut host = Host::start(&config, &env, options, &report_ready).await;
-    for server in host.server_reports(TrustLevel::Creator) {
-        for warning in &server.warnings {
-            eprintln!("core-agent: mcp: {}", clean(warning));
-        }
-    }
     for warning in host.warnings() {
         eprintln!("core-agent: {}", clean(&warning));
     }
