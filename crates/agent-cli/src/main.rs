@@ -988,36 +988,7 @@ fn print_config(config: &core_agent_mcp_config::Config, json: bool) {
     }
     outln!("servers:");
     for server in &report.servers {
-        let get = |k: &str| {
-            server
-                .get(k)
-                .map(|v| {
-                    v.as_str()
-                        .map(str::to_owned)
-                        .unwrap_or_else(|| v.to_string())
-                })
-                .unwrap_or_default()
-        };
-        outln!(
-            "  {} ({}, {} scope, from {})",
-            get("name"),
-            get("transport"),
-            get("scope"),
-            get("source")
-        );
-        if let Some(obj) = server.as_object() {
-            for (k, v) in obj {
-                if ["name", "transport", "scope", "source"].contains(&k.as_str())
-                    || v.is_null()
-                    || v == &serde_json::json!([])
-                    || v == &serde_json::json!({})
-                    || v == &serde_json::json!(false)
-                {
-                    continue;
-                }
-                outln!("    {k}: {v}");
-            }
-        }
+        print_server_config(server);
     }
     if !report.left_out.is_empty() {
         outln!("not started:");
@@ -1027,6 +998,87 @@ fn print_config(config: &core_agent_mcp_config::Config, json: bool) {
     }
     for w in &report.warnings {
         outln!("warning: {w}");
+    }
+}
+
+/// One server of `config show`: its header line, then each setting that
+/// is not at its empty default.
+fn print_server_config(s: &core_agent_host::ServerConfigReport) {
+    use core_agent_host::ConnectionReport;
+    outln!(
+        "  {} ({}, {} scope, from {})",
+        s.name,
+        s.transport,
+        s.scope,
+        s.source
+    );
+    let pairs = |m: &std::collections::BTreeMap<String, String>| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut lines: Vec<(&str, String)> = Vec::new();
+    match &s.connection {
+        ConnectionReport::Stdio { command, args, env } => {
+            lines.push(("command", command.clone()));
+            if !args.is_empty() {
+                lines.push(("args", args.join(" ")));
+            }
+            if !env.is_empty() {
+                lines.push(("env", pairs(env)));
+            }
+        }
+        ConnectionReport::Http { url, headers, auth } => {
+            lines.push(("url", url.clone()));
+            if !headers.is_empty() {
+                lines.push(("headers", pairs(headers)));
+            }
+            if let Some(auth) = auth {
+                let scopes = auth.google_oauth.scopes.join(" ");
+                lines.push(("auth", format!("google_oauth (scopes: {scopes})")));
+            }
+        }
+    }
+    if !s.tools.is_empty() {
+        lines.push(("tools", s.tools.join(", ")));
+    }
+    if !s.blocked_tools.is_empty() {
+        lines.push(("blocked_tools", s.blocked_tools.join(", ")));
+    }
+    if let Some(levels) = &s.allowed_trust_levels {
+        lines.push(("allowed_trust_levels", levels.join(", ")));
+    }
+    for (tool, levels) in &s.tool_policies {
+        lines.push(("tool_policy", format!("{tool}: {}", levels.join(", "))));
+    }
+    if let Some(cloud) = &s.cloud {
+        lines.push(("cloud", cloud.clone()));
+    }
+    if s.read_only {
+        lines.push(("read_only", "true".to_owned()));
+    }
+    if s.agentic_never {
+        lines.push(("agentic_never", "true".to_owned()));
+    }
+    for (tool, note) in &s.tool_notes {
+        lines.push(("tool_note", format!("{tool}: {note}")));
+    }
+    let l = &s.limits;
+    lines.push((
+        "limits",
+        format!(
+            "max_tools {}, max_pages {}, max_input_schema_bytes {}, max_result_bytes {}, call_timeout_ms {}, max_concurrent_calls {}",
+            l.max_tools,
+            l.max_pages,
+            l.max_input_schema_bytes,
+            l.max_result_bytes,
+            l.call_timeout_ms,
+            l.max_concurrent_calls
+        ),
+    ));
+    for (k, v) in lines {
+        outln!("    {k}: {}", clean(&v));
     }
 }
 

@@ -1,8 +1,8 @@
 use std::collections::BTreeMap;
 
-use core_agent_mcp_config::{AuthSpec, Config, Env, Setting, Template, Transport};
+use core_agent_mcp_config::{AuthSpec, Config, Env, Limits, Template, Transport, TrustLevel};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The effective merged config, as `core-agent config show --json` prints it.
 /// Values that came from interpolation are shown as `***`.
@@ -15,7 +15,7 @@ pub struct ConfigReport {
     /// The non-server settings, each with the file that set it (`null` when unset).
     pub settings: BTreeMap<String, Option<SettingReport>>,
     /// The merged servers, by name.
-    pub servers: Vec<Value>,
+    pub servers: Vec<ServerConfigReport>,
     /// Servers the files name but that are not started, with why.
     pub left_out: Vec<LeftOutReport>,
     /// What the files say that core-agent does not use.
@@ -57,106 +57,173 @@ pub struct SettingReport {
     pub source: String,
 }
 
+/// One merged server as configured (the `servers` of `config show`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerConfigReport {
+    /// Its name.
+    pub name: String,
+    /// `project` or `user`.
+    pub scope: String,
+    /// The file that declares it.
+    pub source: String,
+    /// `core` or `mcpServers`.
+    pub dialect: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// How it is reached.
+    #[serde(flatten)]
+    pub connection: ConnectionReport,
+    /// The allowlist (empty: all).
+    pub tools: Vec<String>,
+    /// Tools never published.
+    pub blocked_tools: Vec<String>,
+    /// The trust levels that may see its tools (`None`: each tool's default).
+    pub allowed_trust_levels: Option<Vec<String>>,
+    /// Explicit trust levels per tool.
+    pub tool_policies: BTreeMap<String, Vec<String>>,
+    /// Whether a cloud deployment runs it.
+    pub cloud: Option<String>,
+    /// Whether unannotated tools are read-only.
+    pub read_only: bool,
+    /// Whether the digest is off for it.
+    pub agentic_never: bool,
+    /// Tool name → note appended to its description.
+    pub tool_notes: BTreeMap<String, String>,
+    /// Its limits, defaults filled in.
+    pub limits: LimitsReport,
+}
+
+/// How a server is reached; values a placeholder produced are `***`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ConnectionReport {
+    /// A child process.
+    Stdio {
+        /// The program.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+        /// Its extra environment.
+        env: BTreeMap<String, String>,
+    },
+    /// Streamable HTTP.
+    Http {
+        /// The endpoint.
+        url: String,
+        /// Static headers.
+        headers: BTreeMap<String, String>,
+        /// `auth`, when set.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        auth: Option<AuthReport>,
+    },
+}
+
+/// A server's `auth` section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuthReport {
+    /// Google Application Default Credentials with these scopes.
+    pub google_oauth: GoogleOAuthReport,
+}
+
+/// `auth.google_oauth`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GoogleOAuthReport {
+    /// The OAuth scopes requested.
+    pub scopes: Vec<String>,
+}
+
+/// A server's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LimitsReport {
+    /// Tools published at most.
+    pub max_tools: usize,
+    /// `tools/list` pages read at most.
+    pub max_pages: usize,
+    /// Largest input schema kept.
+    pub max_input_schema_bytes: usize,
+    /// Largest result returned.
+    pub max_result_bytes: usize,
+    /// Per-call timeout.
+    pub call_timeout_ms: u64,
+    /// Calls in flight at most.
+    pub max_concurrent_calls: usize,
+}
+
+impl From<&Limits> for LimitsReport {
+    fn from(l: &Limits) -> Self {
+        LimitsReport {
+            max_tools: l.max_tools,
+            max_pages: l.max_pages,
+            max_input_schema_bytes: l.max_input_schema_bytes,
+            max_result_bytes: l.max_result_bytes,
+            call_timeout_ms: l.call_timeout_ms,
+            max_concurrent_calls: l.max_concurrent_calls,
+        }
+    }
+}
+
 /// Builds the report. Placeholders are expanded from the process
 /// environment and the project's `.env` only to decide what to mask.
 pub fn config_report(config: &Config) -> ConfigReport {
-    let settings = [
-        ("agentic_wrap", setting(&config.agentic_wrap)),
-        (
-            "agentic_wrap_threshold",
-            setting(&config.agentic_wrap_threshold),
-        ),
-        ("agentic_wrap_llm", setting(&config.agentic_wrap_llm)),
-        ("agentic_wrap_model", setting(&config.agentic_wrap_model)),
-        (
-            "agentic_wrap_pricing",
-            config.agentic_wrap_pricing.as_ref().map(|s| SettingReport {
-                value: s
-                    .value
-                    .iter()
-                    .map(|(model, p)| {
-                        (
-                            model.clone(),
-                            json!({"input": p.input, "cached_input": p.cached_input, "output": p.output}),
-                        )
-                    })
-                    .collect::<serde_json::Map<_, _>>()
-                    .into(),
-                source: s.source.display().to_string(),
-            }),
-        ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let settings = config
+        .wrap
+        .entries()
+        .into_iter()
+        .map(|(key, value)| {
+            let report = value.map(|(value, source)| SettingReport {
+                value,
+                source: source.display().to_string(),
+            });
+            (key.to_owned(), report)
+        })
+        .collect();
     let env = config.dotenv.over_process();
+    let levels = |l: &[TrustLevel]| l.iter().map(|t| t.as_str().to_owned()).collect::<Vec<_>>();
     let servers = config
         .servers
         .iter()
         .map(|s| {
             let spec = &s.spec;
-            let mut v = json!({
-                "name": s.name,
-                "scope": s.scope.as_str(),
-                "source": s.source.display().to_string(),
-                "dialect": s.dialect.as_str(),
-                "transport": spec.transport.kind(),
-            });
-            let obj = v.as_object_mut();
-            if let Some(obj) = obj {
-                match &spec.transport {
-                    Transport::Stdio(t) => {
-                        obj.insert("command".into(), json!(t.command));
-                        obj.insert("args".into(), json!(t.args));
-                        obj.insert("env".into(), masked(&t.env, &env));
-                    }
-                    Transport::Http(t) => {
-                        obj.insert("url".into(), json!(t.url));
-                        obj.insert("headers".into(), masked(&t.headers, &env));
-                        if let Some(AuthSpec::GoogleOAuth { scopes }) = &t.auth {
-                            obj.insert("auth".into(), json!({"google_oauth": {"scopes": scopes}}));
-                        }
-                    }
-                }
-                obj.insert("tools".into(), json!(spec.tools));
-                obj.insert("blocked_tools".into(), json!(spec.blocked_tools));
-                obj.insert(
-                    "allowed_trust_levels".into(),
-                    json!(
-                        spec.allowed_trust_levels
-                            .as_ref()
-                            .map(|l| l.iter().map(|t| t.as_str()).collect::<Vec<_>>())
-                    ),
-                );
-                obj.insert(
-                    "tool_policies".into(),
-                    json!(
-                        spec.tool_policies
-                            .iter()
-                            .map(|(k, l)| (
-                                k.clone(),
-                                l.iter().map(|t| t.as_str()).collect::<Vec<_>>()
-                            ))
-                            .collect::<BTreeMap<_, _>>()
-                    ),
-                );
-                obj.insert("cloud".into(), json!(spec.cloud.map(|c| c.as_str())));
-                obj.insert("read_only".into(), json!(spec.read_only));
-                obj.insert("agentic_never".into(), json!(spec.agentic_never));
-                obj.insert("tool_notes".into(), json!(spec.tool_notes));
-                obj.insert(
-                    "limits".into(),
-                    json!({
-                        "max_tools": spec.limits.max_tools,
-                        "max_pages": spec.limits.max_pages,
-                        "max_input_schema_bytes": spec.limits.max_input_schema_bytes,
-                        "max_result_bytes": spec.limits.max_result_bytes,
-                        "call_timeout_ms": spec.limits.call_timeout_ms,
-                        "max_concurrent_calls": spec.limits.max_concurrent_calls,
+            let connection = match &spec.transport {
+                Transport::Stdio(t) => ConnectionReport::Stdio {
+                    command: t.command.clone(),
+                    args: t.args.clone(),
+                    env: masked(&t.env, &env),
+                },
+                Transport::Http(t) => ConnectionReport::Http {
+                    url: t.url.clone(),
+                    headers: masked(&t.headers, &env),
+                    auth: t.auth.as_ref().and_then(|a| match a {
+                        AuthSpec::GoogleOAuth { scopes } => Some(AuthReport {
+                            google_oauth: GoogleOAuthReport {
+                                scopes: scopes.clone(),
+                            },
+                        }),
+                        _ => None,
                     }),
-                );
+                },
+            };
+            ServerConfigReport {
+                name: s.name.clone(),
+                scope: s.scope.as_str().to_owned(),
+                source: s.source.display().to_string(),
+                dialect: s.dialect.as_str().to_owned(),
+                transport: spec.transport.kind().to_owned(),
+                connection,
+                tools: spec.tools.clone(),
+                blocked_tools: spec.blocked_tools.clone(),
+                allowed_trust_levels: spec.allowed_trust_levels.as_deref().map(levels),
+                tool_policies: spec
+                    .tool_policies
+                    .iter()
+                    .map(|(k, l)| (k.clone(), levels(l)))
+                    .collect(),
+                cloud: spec.cloud.map(|c| c.as_str().to_owned()),
+                read_only: spec.read_only,
+                agentic_never: spec.agentic_never,
+                tool_notes: spec.tool_notes.clone(),
+                limits: LimitsReport::from(&spec.limits),
             }
-            v
         })
         .collect();
     ConfigReport {
@@ -187,16 +254,9 @@ pub fn config_report(config: &Config) -> ConfigReport {
     }
 }
 
-fn setting<T: Serialize>(s: &Option<Setting<T>>) -> Option<SettingReport> {
-    s.as_ref().map(|s| SettingReport {
-        value: serde_json::to_value(&s.value).unwrap_or(Value::Null),
-        source: s.source.display().to_string(),
-    })
-}
-
 /// Each value as it will be sent, except that a value a placeholder
 /// produced is `***`.
-fn masked(values: &BTreeMap<String, Template>, env: &dyn Env) -> Value {
+fn masked(values: &BTreeMap<String, Template>, env: &dyn Env) -> BTreeMap<String, String> {
     values
         .iter()
         .map(|(k, t)| {
@@ -206,8 +266,67 @@ fn masked(values: &BTreeMap<String, Template>, env: &dyn Env) -> Value {
             } else {
                 e.value
             };
-            (k.clone(), Value::String(shown))
+            (k.clone(), shown)
         })
-        .collect::<serde_json::Map<_, _>>()
-        .into()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core_agent_mcp_config::{
+        Dialect, HttpSpec, Scope, ServerEntry, ServerSpec, Setting, StdioSpec,
+    };
+    use serde_json::json;
+
+    fn entry(name: &str, transport: Transport) -> ServerEntry {
+        ServerEntry {
+            name: name.to_owned(),
+            scope: Scope::Project,
+            source: ".agents/mcp.json".into(),
+            dialect: Dialect::Core,
+            spec: ServerSpec::new(transport),
+        }
+    }
+
+    #[test]
+    fn servers_and_settings_serialize_flat_with_secrets_masked() {
+        let template = |s: &str| Template::parse(s).unwrap_or_else(|e| panic!("{e}"));
+        let stdio = StdioSpec {
+            command: "srv".to_owned(),
+            args: vec!["--x".to_owned()],
+            env: [("TOKEN".to_owned(), template("${CA_VIEW_UNSET:-s3cret}"))].into(),
+        };
+        let http = HttpSpec {
+            url: "http://127.0.0.1:9/mcp".to_owned(),
+            headers: [("X-Static".to_owned(), template("visible"))].into(),
+            auth: None,
+        };
+        let mut config = Config {
+            servers: vec![
+                entry("a", Transport::Stdio(stdio)),
+                entry("b", Transport::Http(http)),
+            ],
+            ..Config::default()
+        };
+        config.wrap.threshold = Some(Setting {
+            value: 4000,
+            source: "x.json".into(),
+        });
+        let report = serde_json::to_value(config_report(&config)).unwrap_or_default();
+        let a = &report["servers"][0];
+        assert_eq!(
+            (&a["command"], &a["args"], &a["env"]),
+            (&json!("srv"), &json!(["--x"]), &json!({"TOKEN": "***"}))
+        );
+        assert_eq!(a["limits"]["max_result_bytes"], json!(128 * 1024));
+        let b = &report["servers"][1];
+        assert_eq!(b["headers"], json!({"X-Static": "visible"}));
+        assert!(b.get("auth").is_none() && b.get("command").is_none());
+        assert_eq!(
+            report["settings"]["agentic_wrap_threshold"],
+            json!({"value": 4000, "source": "x.json"})
+        );
+        assert_eq!(report["settings"]["agentic_wrap_pricing"], Value::Null);
+    }
 }

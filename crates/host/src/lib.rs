@@ -15,7 +15,10 @@ mod wire;
 mod wrap;
 
 pub use cap::cap_result;
-pub use config_view::{ConfigReport, FileReport, LeftOutReport, SettingReport, config_report};
+pub use config_view::{
+    AuthReport, ConfigReport, ConnectionReport, FileReport, GoogleOAuthReport, LeftOutReport,
+    LimitsReport, ServerConfigReport, SettingReport, config_report,
+};
 pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
 pub use error::{Error, Result};
 pub use host::{

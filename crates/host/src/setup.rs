@@ -96,18 +96,18 @@ impl HostConfig {
             options.start.timeout = t;
         }
         let mut notices = Vec::new();
-        let wrap_on = !overrides.no_digest && config.agentic_wrap.as_ref().is_none_or(|s| s.value);
+        let wrap_on = !overrides.no_digest && config.wrap.enabled.as_ref().is_none_or(|s| s.value);
         if wrap_on {
             let store: Arc<dyn Store> = match &overrides.session_db {
                 Some(path) => Arc::new(SqliteStore::open(path)?),
                 None => Arc::new(MemoryStore::new()),
             };
             let mut settings = Settings::default();
-            if let Some(t) = &config.agentic_wrap_threshold {
+            if let Some(t) = &config.wrap.threshold {
                 settings.threshold = usize::try_from(t.value).unwrap_or(usize::MAX);
             }
-            let llm_on = overrides.llm == Some(true)
-                || config.agentic_wrap_llm.as_ref().is_some_and(|s| s.value);
+            let llm_on =
+                overrides.llm == Some(true) || config.wrap.llm.as_ref().is_some_and(|s| s.value);
             let llm = if llm_on {
                 match OpenAiSummarizer::from_env(LLM_TIMEOUT) {
                     Some(Ok(summarizer)) => Some(LlmPath {
@@ -142,7 +142,7 @@ impl HostConfig {
 /// The second chance's model: the override, then `agentic_wrap_model`, then
 /// the small model, then the default.
 fn model(config: &Config, overrides: &Overrides) -> String {
-    let config_model = config.agentic_wrap_model.as_ref().map(|s| s.value.as_str());
+    let config_model = config.wrap.model.as_ref().map(|s| s.value.as_str());
     let mcp_model = overrides.llm_model.as_deref().or(config_model);
     choose_model(mcp_model, overrides.small_model.as_deref()).to_owned()
 }
@@ -150,11 +150,7 @@ fn model(config: &Config, overrides: &Overrides) -> String {
 /// The built-in price table overlaid with `agentic_wrap_pricing`.
 fn pricing(config: &Config) -> Pricing {
     let mut pricing = Pricing::default();
-    for (name, p) in config
-        .agentic_wrap_pricing
-        .iter()
-        .flat_map(|s| s.value.iter())
-    {
+    for (name, p) in config.wrap.pricing.iter().flat_map(|s| s.value.iter()) {
         let price = Price {
             input: p.input,
             cached_input: p.cached_input,
@@ -189,14 +185,14 @@ mod tests {
                 .map(|d| d.settings.threshold)
         };
         assert_eq!(on(&config, &Overrides::default()), Some(8000));
-        config.agentic_wrap_threshold = setting(500);
+        config.wrap.threshold = setting(500);
         assert_eq!(on(&config, &Overrides::default()), Some(500));
         let off = Overrides {
             no_digest: true,
             ..Overrides::default()
         };
         assert_eq!(on(&config, &off), None);
-        config.agentic_wrap = setting(false);
+        config.wrap.enabled = setting(false);
         assert_eq!(on(&config, &Overrides::default()), None);
     }
 
@@ -207,12 +203,12 @@ mod tests {
         assert_eq!(model(&config, &o), core_agent_digest::DEFAULT_MODEL);
         o.small_model = Some("small".into());
         assert_eq!(model(&config, &o), "small");
-        config.agentic_wrap_model = setting("from-config".to_owned());
+        config.wrap.model = setting("from-config".to_owned());
         assert_eq!(model(&config, &o), "from-config");
         o.llm_model = Some("from-flag".into());
         assert_eq!(model(&config, &o), "from-flag");
 
-        config.agentic_wrap_pricing = setting(
+        config.wrap.pricing = setting(
             [(
                 "m".to_owned(),
                 ModelPrice {
@@ -230,10 +226,8 @@ mod tests {
 
     #[test]
     fn a_missing_endpoint_keeps_the_second_chance_off_with_a_notice() {
-        let config = Config {
-            agentic_wrap_llm: setting(true),
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.wrap.llm = setting(true);
         // The test runs without CORE_AGENT_LLM_BASE_URL (cargo xtask test sets none).
         let hc =
             HostConfig::from_config(&config, PermissionsConfig::default(), &Overrides::default())

@@ -11,6 +11,7 @@ mod schema;
 mod spec;
 mod suggest;
 mod template;
+mod wrap;
 
 pub use diagnose::{Finding, Severity, diagnose, secret_kind};
 pub use dotenv::{DotEnv, Layered};
@@ -27,3 +28,4 @@ pub use spec::{
 };
 pub use suggest::closest;
 pub use template::{Expanded, Template};
+pub use wrap::WrapSettings;

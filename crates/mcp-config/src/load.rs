@@ -9,8 +9,7 @@ use crate::spec::{AuthSpec, HttpSpec, StdioSpec, Transport};
 use crate::suggest::closest;
 use crate::{
     Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind, Dialect, DotEnv, Error, LeftOut,
-    LeftOutReason, Limits, Problem, Result, Scope, ServerEntry, ServerSpec, Setting, Template,
-    TrustLevel,
+    LeftOutReason, Limits, Problem, Result, Scope, ServerEntry, ServerSpec, Template, TrustLevel,
 };
 
 /// Which files to read.
@@ -195,11 +194,7 @@ pub struct FileConfig {
     servers: Vec<ServerEntry>,
     left_out: Vec<LeftOut>,
     warnings: Vec<ConfigWarning>,
-    agentic_wrap: Option<Setting<bool>>,
-    agentic_wrap_threshold: Option<Setting<u64>>,
-    agentic_wrap_llm: Option<Setting<bool>>,
-    agentic_wrap_model: Option<Setting<String>>,
-    agentic_wrap_pricing: Option<Setting<crate::ModelPrices>>,
+    wrap: crate::WrapSettings,
 }
 
 impl FileConfig {
@@ -233,17 +228,7 @@ fn merge(config: &mut Config, files: Vec<FileConfig>) {
             }
         }
         warnings.extend(file.warnings);
-        config.agentic_wrap = config.agentic_wrap.take().or(file.agentic_wrap);
-        config.agentic_wrap_threshold = config
-            .agentic_wrap_threshold
-            .take()
-            .or(file.agentic_wrap_threshold);
-        config.agentic_wrap_llm = config.agentic_wrap_llm.take().or(file.agentic_wrap_llm);
-        config.agentic_wrap_model = config.agentic_wrap_model.take().or(file.agentic_wrap_model);
-        config.agentic_wrap_pricing = config
-            .agentic_wrap_pricing
-            .take()
-            .or(file.agentic_wrap_pricing);
+        config.wrap = std::mem::take(&mut config.wrap).or(file.wrap);
     }
     config.servers.sort_by(|a, b| a.name.cmp(&b.name));
     config.left_out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -302,54 +287,9 @@ impl Cx<'_> {
 
 /// Builds the model from a document the schema accepted.
 fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: &mut FileConfig) {
-    let setting = |value| Setting {
-        value,
-        source: cx.path.to_owned(),
-    };
     let servers_key = dialect.servers_key();
     if dialect == Dialect::Core {
-        file.agentic_wrap = root
-            .get("agentic_wrap")
-            .and_then(Value::as_bool)
-            .map(setting);
-        file.agentic_wrap_llm = root
-            .get("agentic_wrap_llm")
-            .and_then(Value::as_bool)
-            .map(setting);
-        file.agentic_wrap_threshold = root
-            .get("agentic_wrap_threshold")
-            .and_then(Value::as_u64)
-            .map(|value| Setting {
-                value,
-                source: cx.path.to_owned(),
-            });
-        file.agentic_wrap_model =
-            root.get("agentic_wrap_model")
-                .and_then(Value::as_str)
-                .map(|value| Setting {
-                    value: value.to_owned(),
-                    source: cx.path.to_owned(),
-                });
-        file.agentic_wrap_pricing = root
-            .get("agentic_wrap_pricing")
-            .and_then(Value::as_object)
-            .map(|models| {
-                let price = |p: &Value, k: &str| p.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-                Setting {
-                    value: models
-                        .iter()
-                        .map(|(model, p)| {
-                            let price = crate::ModelPrice {
-                                input: price(p, "input"),
-                                cached_input: price(p, "cached_input"),
-                                output: price(p, "output"),
-                            };
-                            (model.clone(), price)
-                        })
-                        .collect(),
-                    source: cx.path.to_owned(),
-                }
-            });
+        file.wrap = crate::WrapSettings::read(root, cx.path);
     }
     let empty = Map::new();
     let file_limits = Limits::default().overlaid(root.get("limits"));
@@ -884,7 +824,7 @@ mod tests {
                       "auth":{"google_oauth":{"scopes":["s"]}}}}}"#,
         )
         .unwrap();
-        assert_eq!(file.agentic_wrap_threshold.map(|s| s.value), Some(9000));
+        assert_eq!(file.wrap.threshold.map(|s| s.value), Some(9000));
         let fs = &file.servers[0].spec;
         assert!(fs.read_only && fs.agentic_never);
         assert_eq!(fs.tools, ["read"]);

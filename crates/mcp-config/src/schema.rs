@@ -256,17 +256,29 @@ fn segments(pointer: &str) -> Vec<&str> {
     pointer.split('/').skip(1).collect()
 }
 
-const CORE_TOP: &[&str] = &[
-    "$schema",
-    "limits",
-    "version",
-    "servers",
-    "agentic_wrap",
-    "agentic_wrap_threshold",
-    "agentic_wrap_llm",
-    "agentic_wrap_model",
-    "agentic_wrap_pricing",
-];
+const CORE_TOP: [&str; 9] = join(
+    ["$schema", "limits", "version", "servers"],
+    crate::WrapSettings::KEYS,
+);
+
+/// `a` then `b`, at compile time (`C` must be their total length).
+const fn join<const A: usize, const B: usize, const C: usize>(
+    a: [&'static str; A],
+    b: [&'static str; B],
+) -> [&'static str; C] {
+    assert!(A + B == C, "join: wrong output length");
+    let mut out = [""; C];
+    let mut i = 0;
+    while i < A {
+        out[i] = a[i];
+        i += 1;
+    }
+    while i < C {
+        out[i] = b[i - A];
+        i += 1;
+    }
+    out
+}
 const CORE_SERVER: &[&str] = &[
     "transport",
     "command",
@@ -338,7 +350,7 @@ const LIMITS: &[&str] = &[
 fn known_keys(dialect: Dialect, pointer: &str) -> &'static [&'static str] {
     let segs = segments(pointer);
     match (dialect, segs.as_slice()) {
-        (Dialect::Core, []) => CORE_TOP,
+        (Dialect::Core, []) => &CORE_TOP,
         (Dialect::Core, ["servers", _]) => CORE_SERVER,
         (Dialect::Core, ["servers", _, "auth"]) => &["google_oauth"],
         (Dialect::Core, ["servers", _, "auth", "google_oauth"]) => &["scopes"],

@@ -18,17 +18,8 @@ pub struct Config {
     /// Things the files say that core-agent does not use, one per server
     /// (or file) and kind, in file order.
     pub warnings: Vec<ConfigWarning>,
-    /// `agentic_wrap`: whether large results are digested.
-    pub agentic_wrap: Option<Setting<bool>>,
-    /// `agentic_wrap_threshold`: result size in bytes above which the digest runs.
-    pub agentic_wrap_threshold: Option<Setting<u64>>,
-    /// `agentic_wrap_llm`: whether the LLM second chance is enabled.
-    pub agentic_wrap_llm: Option<Setting<bool>>,
-    /// `agentic_wrap_model`: the model of the LLM second chance.
-    pub agentic_wrap_model: Option<Setting<String>>,
-    /// `agentic_wrap_pricing`: model → (input, cached input, output) US dollars
-    /// per million tokens, over the built-in table.
-    pub agentic_wrap_pricing: Option<Setting<ModelPrices>>,
+    /// The `agentic_wrap*` settings (the digest).
+    pub wrap: crate::WrapSettings,
     /// The files that were looked at, highest precedence first.
     pub files: Vec<ConfigFile>,
     /// Variables from the project's `.env`, for interpolation.

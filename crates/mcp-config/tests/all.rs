@@ -142,31 +142,8 @@ fn summary(config: &Config) -> String {
             text.strip_prefix(&root).unwrap_or(&text)
         ));
     }
-    for (name, value) in [
-        (
-            "agentic_wrap",
-            config.agentic_wrap.as_ref().map(|s| s.value.to_string()),
-        ),
-        (
-            "agentic_wrap_threshold",
-            config
-                .agentic_wrap_threshold
-                .as_ref()
-                .map(|s| s.value.to_string()),
-        ),
-        (
-            "agentic_wrap_llm",
-            config
-                .agentic_wrap_llm
-                .as_ref()
-                .map(|s| s.value.to_string()),
-        ),
-        (
-            "agentic_wrap_model",
-            config.agentic_wrap_model.as_ref().map(|s| s.value.clone()),
-        ),
-    ] {
-        if let Some(v) = value {
+    for (name, value) in config.wrap.entries() {
+        if let Some((v, _)) = value {
             out.push_str(&format!("{name} = {v}\n"));
         }
     }
@@ -257,10 +234,10 @@ fn three_files_merge_by_name_in_precedence_order() {
             ),
         ]
     );
-    let threshold = config.agentic_wrap_threshold.unwrap();
+    let threshold = config.wrap.threshold.unwrap();
     assert_eq!(threshold.value, 100);
     assert!(threshold.source.ends_with(".agents/mcp.json"));
-    let model = config.agentic_wrap_model.unwrap();
+    let model = config.wrap.model.unwrap();
     assert_eq!(model.value, "m");
     assert!(model.source.ends_with("home/mcp.json"));
     let found: Vec<bool> = config.files.iter().map(|f| f.found).collect();
