@@ -53,6 +53,24 @@ pub struct PermissionsConfig {
     /// The project's `config.json` (read or not): where advice tells the
     /// operator to add a pattern.
     pub project_file: Option<PathBuf>,
+    /// `gateway.tokens`: who may connect to `core-agent serve --http`, by
+    /// name; a name in the project file wins over the same name in the user file.
+    pub gateway_tokens: Vec<GatewayToken>,
+}
+
+/// One bearer token of the gateway (`gateway.tokens.<name>` in `config.json`):
+/// the token itself is read from an environment variable, so that no secret
+/// is written in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayToken {
+    /// The key under `gateway.tokens`: how sessions and logs name the caller.
+    pub name: String,
+    /// `env`: the environment variable that holds the token.
+    pub env: String,
+    /// `trust_level`: the trust level of sessions opened with this token.
+    pub trust_level: core_agent_mcp_config::TrustLevel,
+    /// The file that declares it.
+    pub source: PathBuf,
 }
 
 impl PermissionsConfig {
@@ -97,7 +115,14 @@ impl PermissionsConfig {
             let Some(root) = cx.object(&root, "") else {
                 continue;
             };
-            cx.keys(root, "", &["permissions", "tools", "$schema"]);
+            cx.keys(root, "", &["permissions", "tools", "gateway", "$schema"]);
+            if let Some(gateway) = root.get("gateway").and_then(|v| cx.object(v, "/gateway")) {
+                for token in cx.gateway_tokens(gateway) {
+                    if !config.gateway_tokens.iter().any(|t| t.name == token.name) {
+                        config.gateway_tokens.push(token);
+                    }
+                }
+            }
             if let Some(perms) = root
                 .get("permissions")
                 .and_then(|v| cx.object(v, "/permissions"))
@@ -216,6 +241,66 @@ impl Cx<'_> {
                 &fix,
             );
         }
+    }
+
+    /// `gateway: {"tokens": {"<name>": {"env": "VAR", "trust_level": "public"}}}`.
+    fn gateway_tokens(&mut self, gateway: &Map<String, Value>) -> Vec<GatewayToken> {
+        use core_agent_mcp_config::TrustLevel;
+        self.keys(gateway, "/gateway", &["tokens"]);
+        let Some(tokens) = gateway
+            .get("tokens")
+            .and_then(|v| self.object(v, "/gateway/tokens"))
+        else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (name, entry) in tokens {
+            let base = format!("/gateway/tokens/{}", escape_pointer(name));
+            let Some(entry) = self.object(entry, &base) else {
+                continue;
+            };
+            self.keys(entry, &base, &["env", "trust_level"]);
+            let env = match entry.get("env").and_then(Value::as_str) {
+                Some(env) if !env.is_empty() && !env.contains('=') => env.to_owned(),
+                _ => {
+                    self.problem(
+                        &format!("{base}/env"),
+                        "expected the name of the environment variable that holds the token",
+                        "write \"env\": \"MY_GATEWAY_TOKEN\" and export MY_GATEWAY_TOKEN before `core-agent serve --http`",
+                    );
+                    continue;
+                }
+            };
+            let levels = TrustLevel::ALL.map(TrustLevel::as_str).join("\", \"");
+            let trust_level = match entry.get("trust_level").and_then(Value::as_str) {
+                Some(level) => match TrustLevel::parse(level) {
+                    Some(level) => level,
+                    None => {
+                        self.problem(
+                            &format!("{base}/trust_level"),
+                            &format!("unknown trust level \"{level}\""),
+                            &format!("use one of \"{levels}\""),
+                        );
+                        continue;
+                    }
+                },
+                None => {
+                    self.problem(
+                        &format!("{base}/trust_level"),
+                        "every gateway token needs a trust level",
+                        &format!("add \"trust_level\": one of \"{levels}\""),
+                    );
+                    continue;
+                }
+            };
+            out.push(GatewayToken {
+                name: name.clone(),
+                env,
+                trust_level,
+                source: self.path.to_owned(),
+            });
+        }
+        out
     }
 
     fn patterns(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Vec<Pattern> {

@@ -108,3 +108,44 @@ fn a_file_that_is_not_an_object_or_not_json() {
             .contains(":1:18: invalid JSON")
     );
 }
+
+#[test]
+fn gateway_tokens_map_names_to_env_vars_and_trust_levels_project_first() {
+    let (_d, p, u) = files(
+        Some(r#"{"gateway": {"tokens": {"bot": {"env": "CA_BOT", "trust_level": "public"}}}}"#),
+        Some(
+            r#"{"gateway": {"tokens": {"bot": {"env": "CA_OTHER", "trust_level": "creator"},
+                                        "me": {"env": "CA_ME", "trust_level": "creator"}}}}"#,
+        ),
+    );
+    let c = PermissionsConfig::load(&p, Some(&u)).unwrap();
+    let tokens: Vec<(&str, &str, &str)> = c
+        .gateway_tokens
+        .iter()
+        .map(|t| (t.name.as_str(), t.env.as_str(), t.trust_level.as_str()))
+        .collect();
+    assert_eq!(
+        tokens,
+        [("bot", "CA_BOT", "public"), ("me", "CA_ME", "creator")]
+    );
+}
+
+#[test]
+fn a_bad_gateway_token_names_the_field_and_the_fix() {
+    let (_d, p, _u) = files(
+        Some(
+            r#"{"gateway": {"tokens": {"a": {"env": "X", "trust_level": "admin"}, "b": {"trust_level": "user"}, "c": {"env": "Y"}}, "token": 1}}"#,
+        ),
+        None,
+    );
+    let err = PermissionsConfig::load(&p, None).unwrap_err().to_string();
+    for want in [
+        "/gateway/tokens/a/trust_level: unknown trust level \"admin\"",
+        "use one of \"creator\", \"agent\", \"user\", \"public\"",
+        "/gateway/tokens/b/env: expected the name of the environment variable",
+        "/gateway/tokens/c/trust_level: every gateway token needs a trust level",
+        "/gateway/token: unknown field `token`; did you mean `tokens`?",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+}
