@@ -457,6 +457,7 @@ async fn run(cli: Cli) -> u8 {
     let HostConfig {
         mut options,
         notices,
+        pricing,
     } = match HostConfig::from_config(&config, permissions, &overrides) {
         Ok(h) => h,
         Err(e) => {

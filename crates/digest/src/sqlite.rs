@@ -44,9 +44,11 @@ impl SqliteStore {
             .lock()
             .map_err(|_| err("the database connection is unusable after a panic"))
     }
+}
 
+impl Store for SqliteStore {
     /// The sessions that have telemetry, oldest first.
-    pub fn sessions(&self) -> Result<Vec<String>> {
+    fn sessions(&self) -> Result<Vec<String>> {
         let conn = self.conn()?;
         let mut stmt = conn
             .prepare("SELECT session_id FROM digest_events GROUP BY session_id ORDER BY MIN(rowid)")
@@ -55,9 +57,7 @@ impl SqliteStore {
         rows.collect::<std::result::Result<Vec<_>, _>>()
             .map_err(err)
     }
-}
 
-impl Store for SqliteStore {
     fn put(&self, r: RawRecord) -> Result<()> {
         let inserted = self
             .conn()?

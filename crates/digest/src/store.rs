@@ -35,6 +35,8 @@ pub trait Store: Send + Sync {
     fn record(&self, session: &str, event: &DigestEvent) -> Result<()>;
     /// `session`'s telemetry.
     fn usage(&self, session: &str) -> Result<Usage>;
+    /// The sessions that have telemetry, oldest first.
+    fn sessions(&self) -> Result<Vec<String>>;
 }
 
 /// A [`Store`] in memory, for one process.
@@ -98,6 +100,19 @@ impl Store for MemoryStore {
             .get(session)
             .cloned()
             .unwrap_or_default())
+    }
+
+    fn sessions(&self) -> Result<Vec<String>> {
+        // Session ids are ULIDs: sorted by name is sorted by time.
+        let mut ids: Vec<String> = self
+            .usage
+            .lock()
+            .map_err(|_| poisoned())?
+            .keys()
+            .cloned()
+            .collect();
+        ids.sort();
+        Ok(ids)
     }
 }
 

@@ -355,6 +355,12 @@ impl Host {
         self.servers.subscribe()
     }
 
+    /// Where raw payloads and digest telemetry are kept (`None` when the
+    /// digest is off): the sessions API reads each session's usage here.
+    pub fn digest_store(&self) -> Option<&Arc<dyn core_agent_digest::Store>> {
+        self.options.digest.as_ref().map(|d| &d.store)
+    }
+
     /// Opens a session for one caller.
     pub fn session(self: &Arc<Self>, options: SessionOptions) -> Session {
         let id = options.id.unwrap_or_else(core_agent_digest::new_session_id);

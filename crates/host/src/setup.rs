@@ -46,6 +46,9 @@ pub struct HostConfig {
     pub options: HostOptions,
     /// Notices for the operator, one line each.
     pub notices: Vec<String>,
+    /// Model prices: the built-in table overlaid with `agentic_wrap_pricing`
+    /// (what the LLM second chance costs, and what a digest saves a parent model).
+    pub pricing: Pricing,
 }
 
 impl std::fmt::Debug for HostConfig {
@@ -135,7 +138,11 @@ impl HostConfig {
                 llm,
             });
         }
-        Ok(HostConfig { options, notices })
+        Ok(HostConfig {
+            options,
+            notices,
+            pricing: pricing(config),
+        })
     }
 }
 

@@ -1,0 +1,418 @@
+//! Streamable HTTP: rmcp's MCP endpoint at `/mcp`, the sessions API and
+//! `/health`, behind a guard that checks the `Host` header, the bearer
+//! token, and that a session is used only with the token that opened it.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::{Path, Query, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use core_agent_host::UsageReport;
+use core_agent_mcp_config::TrustLevel;
+use http::{HeaderValue, StatusCode, header};
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::Gateway;
+use crate::auth::{Auth, Caller};
+use crate::registry::SessionInfo;
+use crate::session::McpSession;
+
+/// The header that carries an MCP session's id.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// How the HTTP listener behaves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Who may connect.
+    pub auth: Auth,
+    /// `Host` header names accepted (the DNS-rebinding guard); by default
+    /// only loopback names. A port after the name is ignored.
+    pub allowed_hosts: Vec<String>,
+    /// Request bodies larger than this are refused with 413 (4 MiB).
+    pub max_body_bytes: usize,
+    /// A session idle this long is closed; later requests with its id get 404.
+    pub session_idle: Duration,
+}
+
+impl HttpOptions {
+    /// Loopback hosts only, 4 MiB bodies, sessions closed after 30 idle minutes.
+    pub fn new(auth: Auth) -> HttpOptions {
+        HttpOptions {
+            auth,
+            allowed_hosts: ["localhost", "127.0.0.1", "::1", "[::1]"]
+                .map(str::to_owned)
+                .to_vec(),
+            max_body_bytes: 4 * 1024 * 1024,
+            session_idle: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// State shared by the guard and the API handlers.
+struct HttpState {
+    gateway: Gateway,
+    options: HttpOptions,
+    /// MCP session id → the name of the token that opened it.
+    owners: Mutex<HashMap<String, String>>,
+}
+
+impl Gateway {
+    /// The HTTP application: `/mcp` (MCP over streamable HTTP), the sessions
+    /// API (`/sessions`, `/sessions/{id}/usage`, `/sessions/{id}/context`)
+    /// and `/health`. Cancelling `stop` closes every MCP session.
+    pub fn http_router(&self, options: HttpOptions, stop: CancellationToken) -> Router {
+        let fixed = match &options.auth {
+            Auth::Open(level) => Some(Caller {
+                name: "anonymous".to_owned(),
+                trust_level: *level,
+            }),
+            Auth::Tokens(_) => None,
+        };
+        let config = StreamableHttpServerConfig::default()
+            .with_allowed_hosts(options.allowed_hosts.clone())
+            .with_max_request_body_bytes(options.max_body_bytes)
+            .with_cancellation_token(stop);
+        let mut manager = LocalSessionManager::default();
+        manager.session_config.keep_alive = Some(options.session_idle);
+        let gateway = self.clone();
+        let mcp = StreamableHttpService::new(
+            move || Ok(McpSession::new(gateway.clone(), fixed.clone())),
+            Arc::new(manager),
+            config,
+        );
+        let state = Arc::new(HttpState {
+            gateway: self.clone(),
+            options,
+            owners: Mutex::new(HashMap::new()),
+        });
+        Router::new()
+            .route("/sessions", get(list_sessions))
+            .route("/sessions/{id}/usage", get(session_usage))
+            .route("/sessions/{id}/context", get(session_context))
+            .nest_service("/mcp", mcp)
+            .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+            .route("/health", get(health))
+            .layer(axum::middleware::from_fn_with_state(state.clone(), hosts))
+            .with_state(state)
+    }
+
+    /// Serves HTTP on `listener` until `shutdown` resolves; then stops
+    /// accepting, lets the calls in flight finish (at most `drain`),
+    /// closes the client sessions and returns. The backends keep running:
+    /// stop them with [`core_agent_host::Host::shutdown`].
+    pub async fn serve_http(
+        &self,
+        listener: tokio::net::TcpListener,
+        options: HttpOptions,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+        drain: Duration,
+    ) -> std::io::Result<()> {
+        let stop = CancellationToken::new();
+        let router = self.http_router(options, stop.clone());
+        let gateway = self.clone();
+        let closing = stop.clone();
+        let done = CancellationToken::new();
+        let finished = done.clone();
+        let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+            shutdown.await;
+            // Stop accepting now; close the sessions once their calls ended.
+            tokio::spawn(async move {
+                gateway.drain(drain).await;
+                closing.cancel();
+                finished.cancel();
+            });
+        });
+        tokio::select! {
+            r = serve => r,
+            // Streams a client keeps open do not hold the process past the drain.
+            () = async {
+                done.cancelled().await;
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            } => Ok(()),
+        }
+    }
+}
+
+/// Refuses a `Host` that is not allowed (a DNS-rebinding page in a browser
+/// would send its own name), with 403.
+async fn hosts(State(state): State<Arc<HttpState>>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default();
+    if !host_allowed(host, &state.options.allowed_hosts) {
+        return problem(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "Host `{host}` is not allowed (only loopback names are, unless --allow-host adds one)"
+            ),
+        );
+    }
+    next.run(request).await
+}
+
+/// Whether `host` (a `Host` header: name, optional port) is one of `allowed`.
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let name = if host.starts_with('[') {
+        host.split_once(']')
+            .map_or(host, |(v6, _)| v6)
+            .trim_start_matches('[')
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    allowed.iter().any(|a| {
+        a.trim_start_matches('[')
+            .trim_end_matches(']')
+            .eq_ignore_ascii_case(name)
+    })
+}
+
+/// Checks the bearer token (401 without a valid one) and the session's
+/// owner (403 when another token opened it), then records who opened a new
+/// session and forgets sessions that ended.
+async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let Some(caller) = state.options.auth.caller(authorization) else {
+        let mut response = problem(
+            StatusCode::UNAUTHORIZED,
+            "a bearer token is required: send `Authorization: Bearer <token>` (the token core-agent serve printed at start, or CORE_AGENT_GATEWAY_TOKEN, or one of config.json's gateway.tokens)",
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"core-agent\""),
+        );
+        return response;
+    };
+    let session = request
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(id) = &session {
+        let owner = state.owners.lock().ok().and_then(|o| o.get(id).cloned());
+        if owner.is_some_and(|owner| owner != caller.name) {
+            return problem(
+                StatusCode::FORBIDDEN,
+                "this MCP session was opened with another token; open your own session",
+            );
+        }
+    }
+    let deleting = request.method() == http::Method::DELETE;
+    request.extensions_mut().insert(caller.clone());
+    let response = next.run(request).await;
+    if let Ok(mut owners) = state.owners.lock() {
+        match &session {
+            None => {
+                if let Some(id) = response
+                    .headers()
+                    .get(SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                {
+                    owners.insert(id.to_owned(), caller.name.clone());
+                }
+            }
+            Some(id) if deleting || response.status() == StatusCode::NOT_FOUND => {
+                owners.remove(id);
+            }
+            Some(_) => {}
+        }
+    }
+    response
+}
+
+fn problem(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({"error": message}))).into_response()
+}
+
+/// `GET /health`: open to all; whether the gateway runs and each server's state.
+async fn health(State(state): State<Arc<HttpState>>) -> Response {
+    let host = &state.gateway.inner.host;
+    let servers: Vec<_> = host
+        .server_reports(TrustLevel::Creator)
+        .into_iter()
+        .map(|s| json!({"name": s.name, "status": s.status, "tools": s.tools}))
+        .collect();
+    let starting: Vec<&str> = host.starting();
+    Json(json!({
+        "status": "ok",
+        "servers": servers,
+        "starting": starting,
+        "calls_in_flight": state.gateway.inner.registry.in_flight(),
+    }))
+    .into_response()
+}
+
+/// The caller the guard let through.
+fn caller_of(request_caller: Option<axum::Extension<Caller>>) -> Option<Caller> {
+    request_caller.map(|axum::Extension(c)| c)
+}
+
+/// Whether `caller` may read the session `info` (a creator reads every
+/// session; others only the ones their token opened).
+fn may_read(caller: &Caller, info: Option<&SessionInfo>) -> bool {
+    caller.trust_level == TrustLevel::Creator || info.is_some_and(|i| i.caller == caller.name)
+}
+
+/// `GET /sessions`.
+#[derive(Debug, Serialize)]
+struct SessionList {
+    sessions: Vec<SessionInfo>,
+    /// Sessions known only from `--session-db` (earlier runs), creator only.
+    stored: Vec<String>,
+}
+
+async fn list_sessions(
+    State(state): State<Arc<HttpState>>,
+    caller: Option<axum::Extension<Caller>>,
+) -> Response {
+    let Some(caller) = caller_of(caller) else {
+        return problem(StatusCode::UNAUTHORIZED, "no caller");
+    };
+    let sessions: Vec<SessionInfo> = state
+        .gateway
+        .inner
+        .registry
+        .list()
+        .into_iter()
+        .filter(|s| may_read(&caller, Some(s)))
+        .collect();
+    let stored = if caller.trust_level == TrustLevel::Creator {
+        let live: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+        state
+            .gateway
+            .inner
+            .host
+            .digest_store()
+            .and_then(|s| s.sessions().ok())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|id| !live.contains(&id.as_str()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Json(SessionList { sessions, stored }).into_response()
+}
+
+/// The usage of session `id`, when `caller` may read it.
+fn usage_of(
+    state: &HttpState,
+    caller: Option<axum::Extension<Caller>>,
+    id: &str,
+) -> Result<core_agent_digest::Usage, Box<Response>> {
+    let caller = caller_of(caller)
+        .ok_or_else(|| Box::new(problem(StatusCode::UNAUTHORIZED, "no caller")))?;
+    let info = state.gateway.inner.registry.get(id);
+    let store = state.gateway.inner.host.digest_store().ok_or_else(|| {
+        Box::new(problem(
+            StatusCode::NOT_FOUND,
+            "the digest is off (--no-mcp-digest or agentic_wrap: false), so no usage is kept",
+        ))
+    })?;
+    let known = info.is_some() || store.sessions().is_ok_and(|s| s.iter().any(|s| s == id));
+    if !known || !may_read(&caller, info.as_ref()) {
+        return Err(Box::new(problem(
+            StatusCode::NOT_FOUND,
+            &format!("no session `{id}` that this token may read"),
+        )));
+    }
+    store
+        .usage(id)
+        .map_err(|e| Box::new(problem(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string())))
+}
+
+/// `GET /sessions/{id}/usage`: the spec's `digest_methods` block.
+async fn session_usage(
+    State(state): State<Arc<HttpState>>,
+    caller: Option<axum::Extension<Caller>>,
+    Path(id): Path<String>,
+) -> Response {
+    match usage_of(&state, caller, &id) {
+        Ok(usage) => {
+            let report = UsageReport::new(id, usage);
+            Json(json!({"session": report.session, "digest_methods": report.digest_methods}))
+                .into_response()
+        }
+        Err(response) => *response,
+    }
+}
+
+/// `?model=` of `/sessions/{id}/context`.
+#[derive(Debug, Deserialize)]
+struct ContextQuery {
+    model: Option<String>,
+}
+
+/// `GET /sessions/{id}/context`: the spec's `digest_savings` block, and
+/// what the parent model did not have to read, in US dollars at its input
+/// price (`?model=`, else `--parent-model`).
+async fn session_context(
+    State(state): State<Arc<HttpState>>,
+    caller: Option<axum::Extension<Caller>>,
+    Path(id): Path<String>,
+    Query(query): Query<ContextQuery>,
+) -> Response {
+    match usage_of(&state, caller, &id) {
+        Ok(usage) => {
+            let options = &state.gateway.inner.options;
+            let model = query.model.or_else(|| options.parent_model.clone());
+            let saved_usd = model.as_deref().map(|m| {
+                options
+                    .pricing
+                    .cost(m, usage.digest_savings.parent_tokens_saved, 0)
+            });
+            Json(json!({
+                "session": id,
+                "digest_savings": usage.digest_savings,
+                "parent_model": model,
+                "parent_savings_usd": saved_usd,
+            }))
+            .into_response()
+        }
+        Err(response) => *response,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_allowed_host_names_pass_whatever_the_port() {
+        let allowed = HttpOptions::new(Auth::Open(TrustLevel::User)).allowed_hosts;
+        for ok in [
+            "localhost",
+            "localhost:8080",
+            "127.0.0.1:1",
+            "[::1]:99",
+            "[::1]",
+            "LOCALHOST",
+        ] {
+            assert!(host_allowed(ok, &allowed), "{ok}");
+        }
+        for bad in [
+            "",
+            "evil.example",
+            "evil.example:80",
+            "127.0.0.2",
+            "localhost.evil",
+            "[::2]:1",
+        ] {
+            assert!(!host_allowed(bad, &allowed), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,124 @@
+#![doc = include_str!("../README.md")]
+
+mod auth;
+mod http;
+mod prompt;
+mod registry;
+mod session;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use core_agent_digest::Pricing;
+use core_agent_host::Host;
+use core_agent_mcp_config::TrustLevel;
+use core_agent_permissions::Mode;
+use rmcp::ServiceExt;
+
+pub use auth::{Auth, Caller, Token};
+pub use http::HttpOptions;
+pub use registry::SessionInfo;
+
+/// What every client session of the gateway gets, whatever its transport.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// Overrides the configured permission mode for every session.
+    pub mode: Option<Mode>,
+    /// Each session's spending ceiling for the LLM second chance, in US dollars.
+    pub cost_ceiling: Option<f64>,
+    /// How long the gate waits for a client to answer an approval.
+    pub ask_timeout: Duration,
+    /// Model prices, for the parent-side savings of `/sessions/{id}/context`.
+    pub pricing: Pricing,
+    /// The parent model those savings are priced at, unless the request names one.
+    pub parent_model: Option<String>,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        GatewayOptions {
+            mode: None,
+            cost_ceiling: None,
+            ask_timeout: Duration::from_secs(120),
+            pricing: Pricing::default(),
+            parent_model: None,
+        }
+    }
+}
+
+/// core-agent's catalog served as one MCP server: every client session is a
+/// host [`core_agent_host::Session`] (its own trust level, gate answers,
+/// plan, digest ledger), all sharing one [`Host`] and so one process per
+/// backend server. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    host: Arc<Host>,
+    options: GatewayOptions,
+    registry: Arc<registry::Registry>,
+}
+
+impl Gateway {
+    /// A gateway over `host`.
+    pub fn new(host: Arc<Host>, options: GatewayOptions) -> Gateway {
+        Gateway {
+            inner: Arc::new(Inner {
+                host,
+                options,
+                registry: Arc::default(),
+            }),
+        }
+    }
+
+    /// The host it serves.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.inner.host
+    }
+
+    /// Speaks MCP on this process's stdin and stdout to one client, as a
+    /// caller of `level`, until the client closes stdin.
+    pub async fn serve_stdio(&self, level: TrustLevel) -> std::io::Result<()> {
+        let caller = Caller {
+            name: "stdio".to_owned(),
+            trust_level: level,
+        };
+        self.serve_io(rmcp::transport::stdio_pipes(), caller).await
+    }
+
+    /// Speaks MCP over any rmcp transport (a pipe, a socket) to one client.
+    pub async fn serve_io<T, E, A>(&self, transport: T, caller: Caller) -> std::io::Result<()>
+    where
+        T: rmcp::transport::IntoTransport<rmcp::RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let handler = session::McpSession::new(self.clone(), Some(caller));
+        let running = handler.serve(transport).await.map_err(|e| {
+            std::io::Error::other(format!("the MCP client did not initialize: {e}"))
+        })?;
+        running
+            .waiting()
+            .await
+            .map(drop)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+
+    /// Every session served so far (the most recent ended ones, and the live ones), oldest first.
+    pub fn sessions(&self) -> Vec<SessionInfo> {
+        self.inner.registry.list()
+    }
+
+    /// Calls in flight now, over every session.
+    pub fn calls_in_flight(&self) -> usize {
+        self.inner.registry.in_flight()
+    }
+
+    /// Waits until no call is in flight, at most `limit`; returns how many
+    /// were still running then.
+    pub async fn drain(&self, limit: Duration) -> usize {
+        self.inner.registry.drain(limit).await
+    }
+}

@@ -1,0 +1,237 @@
+//! One MCP client session: an rmcp `ServerHandler` whose `tools/list` is the
+//! caller's catalog and whose `tools/call` runs through its host `Session`.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use core_agent_host::{Error as HostError, Session, SessionOptions, ToolReport};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::Gateway;
+use crate::auth::Caller;
+use crate::prompt::ElicitPrompter;
+use crate::registry::Record;
+
+/// The handler of one MCP session. Its host `Session` is opened on the first
+/// request that needs it, with the caller the request's token names (or the
+/// fixed caller of a stdio session).
+pub(crate) struct McpSession {
+    gateway: Gateway,
+    /// The caller of every request (stdio, `--no-auth`), else `None`: read
+    /// from each HTTP request's extensions.
+    fixed: Option<Caller>,
+    live: OnceLock<Live>,
+    /// Forwards `tools/list_changed` to the client while the session lives.
+    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+struct Live {
+    caller: Caller,
+    session: Session,
+    record: Arc<Record>,
+}
+
+impl std::fmt::Debug for McpSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpSession")
+            .field("fixed", &self.fixed)
+            .field("session", &self.live.get().map(|l| l.record.id.clone()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpSession {
+    pub(crate) fn new(gateway: Gateway, fixed: Option<Caller>) -> McpSession {
+        McpSession {
+            gateway,
+            fixed,
+            live: OnceLock::new(),
+            watcher: Mutex::new(None),
+        }
+    }
+
+    /// The caller of this request: the fixed one, else the one the auth
+    /// layer put in the HTTP request's extensions.
+    fn caller(&self, cx: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+        if let Some(caller) = &self.fixed {
+            return Ok(caller.clone());
+        }
+        cx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Caller>())
+            .cloned()
+            .ok_or_else(|| ErrorData::invalid_request("no credentials reached the session", None))
+    }
+
+    /// The host session, opened on first use. A request whose token is not
+    /// the one that opened the session is refused (the HTTP layer refuses it
+    /// first; this is the second lock).
+    fn live(&self, cx: &RequestContext<RoleServer>) -> Result<&Live, ErrorData> {
+        let caller = self.caller(cx)?;
+        let live = self.live.get_or_init(|| {
+            let id = core_agent_digest::new_session_id();
+            let record =
+                self.gateway
+                    .inner
+                    .registry
+                    .open(id.clone(), &caller.name, caller.trust_level);
+            let options = &self.gateway.inner.options;
+            let session = self.gateway.inner.host.session(SessionOptions {
+                trust_level: caller.trust_level,
+                mode: options.mode,
+                prompter: Arc::new(ElicitPrompter {
+                    peer: cx.peer.clone(),
+                    timeout: options.ask_timeout,
+                }),
+                id: Some(id),
+                cost_ceiling: options.cost_ceiling,
+            });
+            Live {
+                caller: caller.clone(),
+                session,
+                record,
+            }
+        });
+        if live.caller != caller {
+            return Err(ErrorData::invalid_request(
+                "this session was opened with another token",
+                None,
+            ));
+        }
+        Ok(live)
+    }
+}
+
+impl Drop for McpSession {
+    fn drop(&mut self) {
+        if let Ok(mut watcher) = self.watcher.lock()
+            && let Some(task) = watcher.take()
+        {
+            task.abort();
+        }
+        if let Some(live) = self.live.get() {
+            self.gateway.inner.registry.close(&live.record);
+        }
+    }
+}
+
+/// A host tool listing entry as an MCP tool: the description carries the
+/// operator's notes, the annotations the read-only class core-agent decided.
+pub(crate) fn mcp_tool(report: ToolReport) -> Tool {
+    let schema = match report.input_schema {
+        serde_json::Value::Object(map) => map,
+        _ => serde_json::Map::new(),
+    };
+    let mut annotations = ToolAnnotations::new().read_only(report.read_only);
+    if report.read_only {
+        annotations.destructive_hint = Some(false);
+    }
+    Tool::new(report.name, report.description, Arc::new(schema)).annotate(annotations)
+}
+
+/// What a host error becomes for the client: an unknown tool is a protocol
+/// error (-32602); everything else is a tool error the model can read.
+fn refusal(e: &HostError) -> Result<CallToolResponse, ErrorData> {
+    let text = match e {
+        HostError::UnknownTool { .. } => {
+            return Err(ErrorData::invalid_params(e.to_string(), None));
+        }
+        HostError::Denied {
+            unanswered_ask: true,
+            ..
+        } => {
+            format!("{e} (core-agent asks through MCP elicitation; this client did not answer one)")
+        }
+        _ => e.to_string(),
+    };
+    Ok(complete(CallToolResult::error(vec![ContentBlock::text(
+        text,
+    )])))
+}
+
+/// A result as every protocol version wants it: clients of 2026-07-28
+/// require `resultType`, which rmcp strips for older ones.
+fn complete(mut result: CallToolResult) -> CallToolResponse {
+    result.result_type.get_or_insert(ResultType::COMPLETE);
+    result.into()
+}
+
+impl ServerHandler for McpSession {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("core-agent", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "core-agent: the tools of every configured MCP server, namespaced <server>_<tool>, \
+             behind core-agent's permission gate. Large results come back as a digest with a \
+             call_id; pass it to retrieve_raw for the raw payload.",
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let live = self.live(&cx)?;
+        let tools = self
+            .gateway
+            .inner
+            .host
+            .tool_reports(live.session.trust_level())
+            .into_iter()
+            .map(mcp_tool)
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let live = self.live(&cx)?;
+        let _in_flight = self.gateway.inner.registry.call_started();
+        live.record.count_call();
+        let arguments = request.arguments.unwrap_or_default();
+        // A client's `notifications/cancelled` fires the token; dropping the
+        // call cancels the backend request.
+        let outcome = tokio::select! {
+            outcome = live.session.call(&request.name, arguments) => outcome,
+            () = cx.ct.cancelled() => {
+                return Err(ErrorData::internal_error("the client cancelled the call", None));
+            }
+        };
+        match outcome {
+            Ok(result) => Ok(complete(result)),
+            Err(e) => refusal(&e),
+        }
+    }
+
+    async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
+        let mut changes = self.gateway.inner.host.subscribe();
+        changes.borrow_and_update();
+        let peer = cx.peer.clone();
+        let task = tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
+        if let Ok(mut watcher) = self.watcher.lock()
+            && let Some(old) = watcher.replace(task)
+        {
+            old.abort();
+        }
+    }
+}
