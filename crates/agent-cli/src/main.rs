@@ -26,9 +26,12 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod serve;
+
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use core_agent_digest::{SqliteStore, Store};
+use core_agent_gateway::GatewayOptions;
 use core_agent_host::{
     BatchLine, CallRequest, DoctorOptions, DoctorReport, Host, HostConfig, HostOptions,
     OutcomeLine, Overrides, Session, SessionOptions, UsageReport, load_permissions,
@@ -119,6 +122,16 @@ enum ModeArg {
     Yolo,
 }
 
+impl ModeArg {
+    fn mode(self) -> Mode {
+        match self {
+            ModeArg::Ask => Mode::Ask,
+            ModeArg::Allowlist => Mode::Allowlist,
+            ModeArg::Yolo => Mode::Yolo,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Inspect, check and edit the configured MCP servers.
@@ -167,6 +180,32 @@ enum Command {
         /// Print JSON: {"session", "digest_methods", "digest_savings"}.
         #[arg(long)]
         json: bool,
+    },
+    /// Serve every configured server's tools as one MCP server: on stdin/stdout
+    /// (one client), or over streamable HTTP with --http (many clients).
+    ///
+    /// Every client session gets the allowlists, trust levels, notes, permission gate
+    /// (asks become elicitations), plan-first, limits and the digest with retrieve_raw.
+    /// Over HTTP a bearer token is required: CORE_AGENT_GATEWAY_TOKEN, the tokens of
+    /// config.json's gateway.tokens, or one generated and printed at start.
+    Serve {
+        /// Listen for MCP over streamable HTTP at this address, such as 127.0.0.1:8940
+        /// (the endpoint is /mcp; the sessions API and /health share the listener).
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// Accept HTTP requests without a token (loopback addresses only; for experiments).
+        #[arg(long, requires = "http")]
+        no_auth: bool,
+        /// Also accept this name in the Host header (repeatable; loopback names always are).
+        #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
+        allow_host: Vec<String>,
+        /// Override the configured permission mode for every session.
+        #[arg(long, value_enum)]
+        mode: Option<ModeArg>,
+        /// The parent model whose input price values the tokens the digest saved
+        /// (GET /sessions/{id}/context; a request may name another with ?model=).
+        #[arg(long, value_name = "MODEL")]
+        parent_model: Option<String>,
     },
     /// Serve the built-in demo MCP server on stdin/stdout.
     DemoServer,
@@ -352,11 +391,7 @@ async fn run(cli: Cli) -> u8 {
         ..SessionOptions::default()
     };
     if let Command::Call { mode, yes, .. } = &cli.command {
-        session.mode = mode.map(|m| match m {
-            ModeArg::Ask => Mode::Ask,
-            ModeArg::Allowlist => Mode::Allowlist,
-            ModeArg::Yolo => Mode::Yolo,
-        });
+        session.mode = mode.map(ModeArg::mode);
         session.prompter = if *yes {
             Arc::new(ApproveAll)
         } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
@@ -454,6 +489,7 @@ async fn run(cli: Cli) -> u8 {
             return USAGE;
         }
     };
+    let gateway_tokens = permissions.gateway_tokens.clone();
     let HostConfig {
         mut options,
         notices,
@@ -480,6 +516,34 @@ async fn run(cli: Cli) -> u8 {
             return FAILED;
         }
     };
+    if let Command::Serve {
+        http,
+        no_auth,
+        allow_host,
+        mode,
+        parent_model,
+    } = &cli.command
+    {
+        // Clients connect at once; a slow server's tools appear when it is ready.
+        let host = Arc::new(Host::launch(&config, &env, options, Arc::new(report_ready)));
+        let gateway = GatewayOptions {
+            mode: mode.map(ModeArg::mode),
+            cost_ceiling: cli.global.cost_ceiling,
+            pricing,
+            parent_model: parent_model.clone(),
+            ..GatewayOptions::default()
+        };
+        let args = serve::ServeArgs {
+            http: *http,
+            no_auth: *no_auth,
+            allow_hosts: allow_host.clone(),
+            level: cli.global.trust_level.level(),
+            drain: call_timeout.unwrap_or(Duration::from_secs(30)),
+        };
+        let code = serve::serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
+        host.shutdown().await;
+        return code;
+    }
     // A call waits only for the servers its tools can belong to; listings
     // wait for every server.
     let calling = matches!(cli.command, Command::Call { .. });
@@ -609,7 +673,11 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
                 }
             }
         }
-        Command::DemoServer | Command::Config(_) | Command::Raw { .. } | Command::Usage { .. } => 0,
+        Command::DemoServer
+        | Command::Serve { .. }
+        | Command::Config(_)
+        | Command::Raw { .. }
+        | Command::Usage { .. } => 0,
         Command::Mcp(_) => USAGE,
     }
 }

@@ -1,0 +1,174 @@
+//! `core-agent serve`: the gateway on stdio or HTTP, with the tokens,
+//! the notices the operator must see, and the signals.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use core_agent_gateway::{Auth, Gateway, GatewayOptions, HttpOptions, Token};
+use core_agent_host::Host;
+use core_agent_mcp_config::TrustLevel;
+use core_agent_permissions::GatewayToken;
+
+use crate::{FAILED, StopSignals, USAGE};
+
+/// The environment variable that supplies the default HTTP token.
+const TOKEN_ENV: &str = "CORE_AGENT_GATEWAY_TOKEN";
+
+/// What `serve` was asked for.
+#[derive(Debug)]
+pub(crate) struct ServeArgs {
+    pub(crate) http: Option<SocketAddr>,
+    pub(crate) no_auth: bool,
+    pub(crate) allow_hosts: Vec<String>,
+    pub(crate) level: TrustLevel,
+    pub(crate) drain: Duration,
+}
+
+/// Runs the gateway until the client closes stdin (stdio) or a signal
+/// (both); drains the calls in flight; the caller then stops the backends.
+pub(crate) async fn serve(
+    host: Arc<Host>,
+    options: GatewayOptions,
+    args: ServeArgs,
+    tokens: &[GatewayToken],
+    stop: &mut StopSignals,
+) -> u8 {
+    let gateway = Gateway::new(host, options);
+    let Some(addr) = args.http else {
+        eprintln!(
+            "core-agent: serving MCP on stdin/stdout as trust level {}",
+            args.level.as_str()
+        );
+        return tokio::select! {
+            r = gateway.serve_stdio(args.level) => match r {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("core-agent: serve: {e}");
+                    FAILED
+                }
+            },
+            signal = stop.next() => {
+                let left = gateway.drain(args.drain).await;
+                eprintln!("core-agent: {signal}: stopping ({left} call(s) still in flight)");
+                130
+            }
+        };
+    };
+    let auth = match auth(&args, addr, tokens) {
+        Ok(auth) => auth,
+        Err(message) => {
+            eprintln!("core-agent: serve: {message}");
+            return USAGE;
+        }
+    };
+    let mut http = HttpOptions::new(auth);
+    http.allowed_hosts.extend(args.allow_hosts.iter().cloned());
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("core-agent: serve: cannot listen on {addr}: {e}");
+            return FAILED;
+        }
+    };
+    let local = listener.local_addr().map_or(addr, |a| a);
+    eprintln!(
+        "core-agent: serving MCP at http://{local}/mcp (sessions API at /sessions, health at /health)"
+    );
+    let (signalled, heard) = tokio::sync::oneshot::channel::<&'static str>();
+    let shutdown = async move {
+        let _ = heard.await;
+    };
+    let serving = gateway.serve_http(listener, http, shutdown, args.drain);
+    tokio::pin!(serving);
+    let code = tokio::select! {
+        r = &mut serving => return match r {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("core-agent: serve: {e}");
+                FAILED
+            }
+        },
+        signal = stop.next() => {
+            eprintln!("core-agent: {signal}: draining the calls in flight, then stopping");
+            let _ = signalled.send(signal);
+            130
+        }
+    };
+    if let Err(e) = serving.await {
+        eprintln!("core-agent: serve: {e}");
+    }
+    code
+}
+
+/// Who may connect: nobody checked (`--no-auth`, loopback only), else the
+/// tokens of `config.json` and the default one (`CORE_AGENT_GATEWAY_TOKEN`,
+/// or generated and printed once when no other token is configured).
+fn auth(args: &ServeArgs, addr: SocketAddr, tokens: &[GatewayToken]) -> Result<Auth, String> {
+    if args.no_auth {
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "--no-auth is only allowed on a loopback address, not {addr}"
+            ));
+        }
+        eprintln!(
+            "core-agent: WARNING: --no-auth: any local process can call every tool as trust level {} — for experiments only",
+            args.level.as_str()
+        );
+        return Ok(Auth::Open(args.level));
+    }
+    let mut accepted = Vec::new();
+    for t in tokens {
+        match std::env::var(&t.env) {
+            Ok(secret) if secret.len() >= 16 => accepted.push(Token {
+                name: t.name.clone(),
+                secret,
+                trust_level: t.trust_level,
+            }),
+            Ok(_) => {
+                return Err(format!(
+                    "gateway token `{}` ({}): ${} is shorter than 16 characters; use a long random value (openssl rand -hex 32)",
+                    t.name,
+                    t.source.display(),
+                    t.env
+                ));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "gateway token `{}` ({}): ${} is not set; export it, or remove the token from gateway.tokens",
+                    t.name,
+                    t.source.display(),
+                    t.env
+                ));
+            }
+        }
+    }
+    match std::env::var(TOKEN_ENV) {
+        Ok(secret) if !secret.is_empty() => accepted.push(Token {
+            name: "default".to_owned(),
+            secret,
+            trust_level: args.level,
+        }),
+        _ if accepted.is_empty() => {
+            let (generated, secret) =
+                Auth::generate(args.level).map_err(|e| format!("cannot make a token: {e}"))?;
+            eprintln!(
+                "core-agent: bearer token (trust level {}; shown once; set {TOKEN_ENV} to choose it): {secret}",
+                args.level.as_str()
+            );
+            return Ok(generated);
+        }
+        _ => {}
+    }
+    if let Some(dup) = accepted
+        .iter()
+        .enumerate()
+        .find(|(i, t)| accepted[..*i].iter().any(|u| u.secret == t.secret))
+    {
+        return Err(format!(
+            "gateway token `{}` has the same value as another token; give each its own",
+            dup.1.name
+        ));
+    }
+    Ok(Auth::Tokens(accepted))
+}
