@@ -14,7 +14,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::Gateway;
 use crate::auth::Caller;
-use crate::prompt::ElicitPrompter;
+use crate::prompt::{Answered, ElicitPrompter, approval_answer, approval_request};
 use crate::registry::Record;
 
 /// The handler of one MCP session. Its host `Session` is opened on the first
@@ -70,8 +70,14 @@ impl McpSession {
 
     /// The host session, opened on first use. A request whose token is not
     /// the one that opened the session is refused (the HTTP layer refuses it
-    /// first; this is the second lock).
-    fn live(&self, cx: &RequestContext<RoleServer>) -> Result<&Live, ErrorData> {
+    /// first; this is the second lock). A client without sessions
+    /// (2026-07-28) gets a session per request, whose asks are answered by
+    /// `answered` (the approval its retry carries) instead of an elicitation.
+    fn live(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        answered: Option<bool>,
+    ) -> Result<&Live, ErrorData> {
         let caller = self.caller(cx)?;
         let live = self.live.get_or_init(|| {
             let id = core_agent_digest::new_session_id();
@@ -84,10 +90,14 @@ impl McpSession {
             let session = self.gateway.inner.host.session(SessionOptions {
                 trust_level: caller.trust_level,
                 mode: options.mode,
-                prompter: Arc::new(ElicitPrompter {
-                    peer: cx.peer.clone(),
-                    timeout: options.ask_timeout,
-                }),
+                prompter: if sessionless(cx) {
+                    Arc::new(Answered(answered.unwrap_or(false)))
+                } else {
+                    Arc::new(ElicitPrompter {
+                        peer: cx.peer.clone(),
+                        timeout: options.ask_timeout,
+                    })
+                },
                 id: Some(id),
                 cost_ceiling: options.cost_ceiling,
             });
@@ -154,6 +164,18 @@ fn refusal(e: &HostError) -> Result<CallToolResponse, ErrorData> {
     )])))
 }
 
+/// Whether the request comes from a client without sessions (protocol
+/// 2026-07-28 and later: no `initialize`, metadata on every request).
+fn sessionless(cx: &RequestContext<RoleServer>) -> bool {
+    cx.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
+/// Whether the client declared that it answers elicitations.
+fn elicits(cx: &RequestContext<RoleServer>) -> bool {
+    cx.client_capabilities()
+        .is_some_and(|c| c.elicitation.is_some())
+}
+
 /// A result as every protocol version wants it: clients of 2026-07-28
 /// require `resultType`, which rmcp strips for older ones.
 fn complete(mut result: CallToolResult) -> CallToolResponse {
@@ -182,7 +204,7 @@ impl ServerHandler for McpSession {
         _request: Option<PaginatedRequestParams>,
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let live = self.live(&cx)?;
+        let live = self.live(&cx, None)?;
         let tools = self
             .gateway
             .inner
@@ -199,10 +221,15 @@ impl ServerHandler for McpSession {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let live = self.live(&cx)?;
+        let answered = approval_answer(request.input_responses.as_ref());
+        let live = self.live(&cx, answered)?;
         let _in_flight = self.gateway.inner.registry.call_started();
         live.record.count_call();
         let arguments = request.arguments.unwrap_or_default();
+        // Without sessions the approval is asked in the result, and answered
+        // on the retry: kept here in case the gate asks.
+        let asked_about = (sessionless(&cx) && answered.is_none())
+            .then(|| serde_json::Value::Object(arguments.clone()));
         // A client's `notifications/cancelled` fires the token; dropping the
         // call cancels the backend request.
         let outcome = tokio::select! {
@@ -213,6 +240,19 @@ impl ServerHandler for McpSession {
         };
         match outcome {
             Ok(result) => Ok(complete(result)),
+            Err(HostError::Denied {
+                unanswered_ask: true,
+                ..
+            }) if asked_about.is_some() && elicits(&cx) => {
+                let arguments = asked_about.unwrap_or_default();
+                match approval_request(&request.name, &arguments) {
+                    Some(ask) => Ok(ask.into()),
+                    None => Err(ErrorData::internal_error(
+                        "cannot build the approval form",
+                        None,
+                    )),
+                }
+            }
             Err(e) => refusal(&e),
         }
     }
