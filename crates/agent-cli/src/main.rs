@@ -524,6 +524,10 @@ async fn run(cli: Cli) -> u8 {
         parent_model,
     } = &cli.command
     {
+        // Backends' elicitations go to the client whose call caused them.
+        let elicitations = core_agent_gateway::ElicitRouter::new(Duration::from_secs(120));
+        let mut options = options;
+        options.start.elicitor = elicitations.clone();
         // Clients connect at once; a slow server's tools appear when it is ready.
         let host = Arc::new(Host::launch(&config, &env, options, Arc::new(report_ready)));
         let gateway = GatewayOptions {
@@ -531,6 +535,7 @@ async fn run(cli: Cli) -> u8 {
             cost_ceiling: cli.global.cost_ceiling,
             pricing,
             parent_model: parent_model.clone(),
+            elicitations: Some(elicitations),
             ..GatewayOptions::default()
         };
         let args = serve::ServeArgs {

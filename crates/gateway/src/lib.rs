@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod auth;
+mod elicit;
 mod http;
 mod prompt;
 mod registry;
@@ -16,6 +17,7 @@ use core_agent_permissions::Mode;
 use rmcp::ServiceExt;
 
 pub use auth::{Auth, Caller, Token};
+pub use elicit::ElicitRouter;
 pub use http::HttpOptions;
 pub use registry::SessionInfo;
 
@@ -32,6 +34,9 @@ pub struct GatewayOptions {
     pub pricing: Pricing,
     /// The parent model those savings are priced at, unless the request names one.
     pub parent_model: Option<String>,
+    /// Forwards backends' elicitations to the client whose call caused them;
+    /// it must also be the host's elicitor (`StartOptions::elicitor`).
+    pub elicitations: Option<Arc<ElicitRouter>>,
 }
 
 impl Default for GatewayOptions {
@@ -42,6 +47,7 @@ impl Default for GatewayOptions {
             ask_timeout: Duration::from_secs(120),
             pricing: Pricing::default(),
             parent_model: None,
+            elicitations: None,
         }
     }
 }

@@ -224,6 +224,17 @@ impl ServerHandler for McpSession {
         let answered = approval_answer(request.input_responses.as_ref());
         let live = self.live(&cx, answered)?;
         let _in_flight = self.gateway.inner.registry.call_started();
+        // While it runs, the backend's own elicitations come to this client.
+        let _on = match &self.gateway.inner.options.elicitations {
+            Some(router) => self
+                .gateway
+                .inner
+                .host
+                .catalog()
+                .get(&request.name)
+                .map(|entry| router.enter(&entry.server, &live.record.id, &cx.peer)),
+            None => None,
+        };
         live.record.count_call();
         let arguments = request.arguments.unwrap_or_default();
         // Without sessions the approval is asked in the result, and answered
