@@ -8,6 +8,8 @@
 //!   reqwest;
 //! - policy, permissions, digest and survey never depend on
 //!   `core-agent-mcp-transport`, rmcp or tokio, nor on each other;
+//! - only `core-agent-gateway` and the binary depend on axum, and only the
+//!   binary depends on the gateway (the host never serves MCP itself);
 //! - only `core-agent` (the binary's package) depends on clap, and nothing
 //!   depends on `core-agent`.
 //!
@@ -35,6 +37,8 @@ const PURE: &[&str] = &[
 ];
 /// The binary's package.
 const CLI: &str = "core-agent";
+/// The MCP server layer, above the host.
+const GATEWAY: &str = "core-agent-gateway";
 
 #[test]
 fn layering_and_conventions_hold() {
@@ -145,6 +149,26 @@ fn a_forbidden_edge_is_caught() {
           and survey are siblings (DESIGN.md: they do not depend on each other; each defines \
           the small input type it needs)"
         ]
+    );
+}
+
+#[test]
+fn the_host_may_not_serve_mcp_itself() {
+    let host = parse_manifest(
+        r#"
+        [package]
+        name = "core-agent-host"
+
+        [dependencies]
+        axum = "0.8"
+        core-agent-gateway.workspace = true
+        "#,
+    );
+    let problems = layering(&host);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0]
+            .starts_with("core-agent-host depends on axum: serving MCP is the gateway's layer")
     );
 }
 
@@ -274,6 +298,12 @@ fn layering(m: &Manifest) -> Vec<String> {
             Some(
                 "policy, permissions, digest and survey are siblings (DESIGN.md: they do not \
                  depend on each other; each defines the small input type it needs)"
+                    .to_owned(),
+            )
+        } else if name != CLI && name != GATEWAY && [GATEWAY, "axum"].contains(&dep) {
+            Some(
+                "serving MCP is the gateway's layer, above the host \
+                 (DESIGN.md: only the gateway and the binary know the gateway or axum)"
                     .to_owned(),
             )
         } else if name != CLI && dep == "clap" {
