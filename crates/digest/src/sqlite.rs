@@ -31,7 +31,9 @@ impl SqliteStore {
                  tool TEXT NOT NULL, created_ms INTEGER NOT NULL, payload TEXT NOT NULL);
              CREATE TABLE IF NOT EXISTS digest_events (
                  session_id TEXT NOT NULL, event TEXT NOT NULL);
-             CREATE INDEX IF NOT EXISTS digest_events_session ON digest_events (session_id);",
+             CREATE INDEX IF NOT EXISTS digest_events_session ON digest_events (session_id);
+             CREATE TABLE IF NOT EXISTS session_owners (
+                 session_id TEXT PRIMARY KEY, owner TEXT NOT NULL);",
         )
         .map_err(|e| err(format!("cannot prepare {}: {e}", path.display())))?;
         Ok(SqliteStore {
@@ -111,6 +113,41 @@ impl Store for SqliteStore {
         Ok(())
     }
 
+    fn claim(&self, session: &str, owner: &str) -> Result<()> {
+        let conn = self.conn()?;
+        conn.execute(
+            "INSERT INTO session_owners (session_id, owner) VALUES (?1, ?2)
+             ON CONFLICT (session_id) DO NOTHING",
+            params![session, owner],
+        )
+        .map_err(err)?;
+        let kept: String = conn
+            .query_row(
+                "SELECT owner FROM session_owners WHERE session_id = ?1",
+                params![session],
+                |r| r.get(0),
+            )
+            .map_err(err)?;
+        if kept == owner {
+            Ok(())
+        } else {
+            Err(Error::Store {
+                message: format!("session {session} belongs to another caller"),
+            })
+        }
+    }
+
+    fn owner(&self, session: &str) -> Result<Option<String>> {
+        self.conn()?
+            .query_row(
+                "SELECT owner FROM session_owners WHERE session_id = ?1",
+                params![session],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(err)
+    }
+
     fn usage(&self, session: &str) -> Result<Usage> {
         let conn = self.conn()?;
         let mut stmt = conn
@@ -176,5 +213,25 @@ mod tests {
         assert_eq!(usage.digest_savings.parent_tokens_saved, 225);
         assert_eq!(store.sessions().unwrap(), ["s1"]);
         assert_eq!(store.usage("other").unwrap(), Usage::default());
+    }
+
+    #[test]
+    fn a_session_keeps_its_first_owner_across_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        {
+            let store = SqliteStore::open(&path).unwrap();
+            store.claim("s1", "bot").unwrap();
+            store.claim("s1", "bot").unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.owner("s1").unwrap().as_deref(), Some("bot"));
+        assert!(store.claim("s1", "me").is_err());
+        assert_eq!(store.owner("s1").unwrap().as_deref(), Some("bot"));
+        assert_eq!(store.owner("s2").unwrap(), None);
+        let memory = crate::MemoryStore::new();
+        memory.claim("s1", "bot").unwrap();
+        assert!(memory.claim("s1", "me").is_err());
+        assert_eq!(memory.owner("s1").unwrap().as_deref(), Some("bot"));
     }
 }

@@ -37,6 +37,12 @@ pub trait Store: Send + Sync {
     fn usage(&self, session: &str) -> Result<Usage>;
     /// The sessions that have telemetry, oldest first.
     fn sessions(&self) -> Result<Vec<String>>;
+    /// Records that `session` was opened by `owner` (a caller's name, such
+    /// as a gateway token's); the first claim stands, and a later claim by
+    /// another owner fails.
+    fn claim(&self, session: &str, owner: &str) -> Result<()>;
+    /// The owner `session` was claimed by, if any.
+    fn owner(&self, session: &str) -> Result<Option<String>>;
 }
 
 /// A [`Store`] in memory, for one process.
@@ -44,6 +50,7 @@ pub trait Store: Send + Sync {
 pub struct MemoryStore {
     raw: Mutex<HashMap<String, RawRecord>>,
     usage: Mutex<HashMap<String, Usage>>,
+    owners: Mutex<HashMap<String, String>>,
 }
 
 impl MemoryStore {
@@ -113,6 +120,29 @@ impl Store for MemoryStore {
             .collect();
         ids.sort();
         Ok(ids)
+    }
+
+    fn claim(&self, session: &str, owner: &str) -> Result<()> {
+        let mut owners = self.owners.lock().map_err(|_| poisoned())?;
+        let kept = owners
+            .entry(session.to_owned())
+            .or_insert_with(|| owner.to_owned());
+        if kept == owner {
+            Ok(())
+        } else {
+            Err(Error::Store {
+                message: format!("session {session} belongs to another caller"),
+            })
+        }
+    }
+
+    fn owner(&self, session: &str) -> Result<Option<String>> {
+        Ok(self
+            .owners
+            .lock()
+            .map_err(|_| poisoned())?
+            .get(session)
+            .cloned())
     }
 }
 
