@@ -16,6 +16,9 @@ const MARKER_ROOM: usize = 400;
 /// the content blocks (they are what hosts show the model). A result already
 /// within `max` comes back unchanged.
 pub fn cap_result(mut result: CallToolResult, max: usize) -> CallToolResult {
+    if within_by_bound(&mut result, max) {
+        return result;
+    }
     let total = json_len(&result);
     if total <= max {
         return result;
@@ -112,8 +115,62 @@ fn text_of(block: &mut ContentBlock) -> Option<&mut String> {
     }
 }
 
+/// Whether an upper bound of the result's serialized size, found without
+/// escaping its texts, is already within `max`: the result is weighed with
+/// its texts taken out (not copied; put back after), and each text counted
+/// at [`MAX_ESCAPE`] bytes per byte. Most results are far under the cap, and
+/// this spares scanning their texts; a result the bound cannot clear is
+/// weighed exactly.
+fn within_by_bound(result: &mut CallToolResult, max: usize) -> bool {
+    let text_bytes: usize = result
+        .content
+        .iter_mut()
+        .filter_map(|b| text_of(b).map(|t| t.len()))
+        .sum();
+    let Some(texts_bound) = text_bytes.checked_mul(MAX_ESCAPE) else {
+        return false;
+    };
+    if texts_bound > max {
+        return false;
+    }
+    let texts: Vec<String> = result
+        .content
+        .iter_mut()
+        .filter_map(|b| text_of(b).map(std::mem::take))
+        .collect();
+    // Each text left `""` behind: what remains is the result's shell.
+    let shell = json_len(&*result);
+    for (slot, text) in result.content.iter_mut().filter_map(text_of).zip(texts) {
+        *slot = text;
+    }
+    shell.saturating_add(texts_bound) <= max
+}
+
+/// The most bytes one byte of a string takes in JSON: a control character
+/// other than `\n`, `\r`, `\t`, `\b`, `\f` becomes `\u00XX`.
+const MAX_ESCAPE: usize = 6;
+
+/// The length of `value` serialized as JSON, counted without building it.
 fn json_len(value: &impl serde::Serialize) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// A writer that only counts the bytes written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The longest prefix of `text` (ending on a character boundary) whose JSON
