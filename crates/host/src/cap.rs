@@ -263,6 +263,70 @@ mod tests {
         assert!(big_text.starts_with(&capped.content[0].as_text().unwrap().text));
     }
 
+    /// Results whose texts escape to 1 to 6 bytes a byte, beside blocks
+    /// without text and structured content.
+    fn escaping_results() -> Vec<CallToolResult> {
+        let mixed = "\u{1}\u{1f}\"quoted\"\\ and é€😀\n\t".repeat(40);
+        let mut full = CallToolResult::success(vec![
+            ContentBlock::text(mixed.clone()),
+            ContentBlock::Image(ImageContent::new("AAAA", "image/png")),
+            ContentBlock::Resource(EmbeddedResource::new(ResourceContents::text(
+                "\t\u{0}x".repeat(40),
+                "file:///a.txt",
+            ))),
+            ContentBlock::text("plain"),
+        ]);
+        full.structured_content = Some(json!({"k": "v\u{1}", "n": [1, 2]}));
+        vec![
+            full,
+            CallToolResult::success(vec![ContentBlock::text(mixed)]),
+            CallToolResult::error(vec![ContentBlock::text("\u{0}".repeat(500))]),
+            CallToolResult::success(vec![ContentBlock::text("")]),
+            CallToolResult::success(Vec::new()),
+        ]
+    }
+
+    #[test]
+    fn the_size_bound_is_never_under_the_size_and_puts_texts_back() {
+        for r in escaping_results() {
+            let exact = serde_json::to_vec(&r).unwrap().len();
+            assert_eq!(json_len(&r), exact, "counted, not built, the same");
+            let mut weighed = r.clone();
+            for max in [0, exact / 2, exact - 1, exact, exact + 1, 7 * exact] {
+                if within_by_bound(&mut weighed, max) {
+                    assert!(exact <= max, "{exact} > {max}: {r:?}");
+                }
+                assert_eq!(weighed, r, "every text back in its block");
+            }
+            // The bound is at most the shell plus six bytes a text byte.
+            assert!(within_by_bound(&mut weighed, 7 * exact), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn a_result_is_cut_exactly_when_it_is_over_the_cap() {
+        for r in escaping_results() {
+            let exact = json_len(&r);
+            for max in [exact, exact + 1, 7 * exact] {
+                assert_eq!(cap_result(r.clone(), max), r, "{max}");
+            }
+            if r.content.is_empty() {
+                continue;
+            }
+            let cut = cap_result(r.clone(), exact - 1);
+            assert_ne!(cut, r);
+            let marker = cut.content.last().and_then(|c| c.as_text()).unwrap();
+            assert!(
+                marker.text.starts_with(&format!(
+                    "[core-agent: the result was {exact} bytes, over max_result_bytes ({})",
+                    exact - 1
+                )),
+                "{}",
+                marker.text
+            );
+        }
+    }
+
     #[test]
     fn fitting_counts_json_escapes() {
         assert_eq!(fit_json_str("abc", 3), 3);

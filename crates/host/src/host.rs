@@ -1210,6 +1210,9 @@ fn suggest(catalog: &Catalog, name: &str, level: TrustLevel) -> Vec<String> {
 }
 
 #[cfg(test)]
+mod pipeline_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

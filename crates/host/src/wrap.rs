@@ -291,6 +291,35 @@ mod tests {
         r
     }
 
+    #[tokio::test]
+    async fn a_payload_is_digested_from_the_threshold_on() {
+        let store = Arc::new(core_agent_digest::MemoryStore::new());
+        let settings = Settings {
+            threshold: 100,
+            ..Settings::default()
+        };
+        let wrap = DigestWrap::new(settings, store, "s");
+        let digested = |r: &CallToolResult| {
+            r.content
+                .first()
+                .and_then(|c| c.as_text())
+                .is_some_and(|t| t.text.contains("\"call_id\""))
+        };
+        // Texts are joined by a newline: 49 + 1 + 49 bytes is under, one more is not.
+        let under = result(&[&"a".repeat(49), &"b".repeat(49)], None);
+        assert_eq!(wrap.apply(under.clone(), "srv", "t").await, under);
+        let at = result(&[&"a".repeat(50), &"b".repeat(49)], None);
+        assert!(digested(&wrap.apply(at, "srv", "t").await));
+        // Structured content is weighed as JSON: `{"k":"…"}` is 8 bytes more.
+        let structured = result(&[], Some(json!({"k": "c".repeat(92)})));
+        assert!(digested(&wrap.apply(structured, "srv", "t").await));
+        let structured = result(&[], Some(json!({"k": "c".repeat(91)})));
+        assert_eq!(wrap.apply(structured.clone(), "srv", "t").await, structured);
+        // Blank text has nothing to digest, whatever its size.
+        let blank = result(&[&" ".repeat(500)], None);
+        assert_eq!(wrap.apply(blank.clone(), "srv", "t").await, blank);
+    }
+
     #[test]
     fn the_payload_is_what_the_model_would_have_seen() {
         let file = "# README\n\nprose, not JSON";
