@@ -16,6 +16,9 @@ const MARKER_ROOM: usize = 400;
 /// the content blocks (they are what hosts show the model). A result already
 /// within `max` comes back unchanged.
 pub fn cap_result(mut result: CallToolResult, max: usize) -> CallToolResult {
+    if within_by_bound(&mut result, max) {
+        return result;
+    }
     let total = json_len(&result);
     if total <= max {
         return result;
@@ -112,8 +115,62 @@ fn text_of(block: &mut ContentBlock) -> Option<&mut String> {
     }
 }
 
+/// Whether an upper bound of the result's serialized size, found without
+/// escaping its texts, is already within `max`: the result is weighed with
+/// its texts taken out (not copied; put back after), and each text counted
+/// at [`MAX_ESCAPE`] bytes per byte. Most results are far under the cap, and
+/// this spares scanning their texts; a result the bound cannot clear is
+/// weighed exactly.
+fn within_by_bound(result: &mut CallToolResult, max: usize) -> bool {
+    let text_bytes: usize = result
+        .content
+        .iter_mut()
+        .filter_map(|b| text_of(b).map(|t| t.len()))
+        .sum();
+    let Some(texts_bound) = text_bytes.checked_mul(MAX_ESCAPE) else {
+        return false;
+    };
+    if texts_bound > max {
+        return false;
+    }
+    let texts: Vec<String> = result
+        .content
+        .iter_mut()
+        .filter_map(|b| text_of(b).map(std::mem::take))
+        .collect();
+    // Each text left `""` behind: what remains is the result's shell.
+    let shell = json_len(&*result);
+    for (slot, text) in result.content.iter_mut().filter_map(text_of).zip(texts) {
+        *slot = text;
+    }
+    shell.saturating_add(texts_bound) <= max
+}
+
+/// The most bytes one byte of a string takes in JSON: a control character
+/// other than `\n`, `\r`, `\t`, `\b`, `\f` becomes `\u00XX`.
+const MAX_ESCAPE: usize = 6;
+
+/// The length of `value` serialized as JSON, counted without building it.
 fn json_len(value: &impl serde::Serialize) -> usize {
-    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+    let mut counter = Counter(0);
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.0,
+        Err(_) => usize::MAX,
+    }
+}
+
+/// A writer that only counts the bytes written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The longest prefix of `text` (ending on a character boundary) whose JSON
@@ -204,6 +261,70 @@ mod tests {
         assert_eq!(capped.structured_content, None);
         let capped = cap_result(cases[0].1.clone(), 8_000);
         assert!(big_text.starts_with(&capped.content[0].as_text().unwrap().text));
+    }
+
+    /// Results whose texts escape to 1 to 6 bytes a byte, beside blocks
+    /// without text and structured content.
+    fn escaping_results() -> Vec<CallToolResult> {
+        let mixed = "\u{1}\u{1f}\"quoted\"\\ and é€😀\n\t".repeat(40);
+        let mut full = CallToolResult::success(vec![
+            ContentBlock::text(mixed.clone()),
+            ContentBlock::Image(ImageContent::new("AAAA", "image/png")),
+            ContentBlock::Resource(EmbeddedResource::new(ResourceContents::text(
+                "\t\u{0}x".repeat(40),
+                "file:///a.txt",
+            ))),
+            ContentBlock::text("plain"),
+        ]);
+        full.structured_content = Some(json!({"k": "v\u{1}", "n": [1, 2]}));
+        vec![
+            full,
+            CallToolResult::success(vec![ContentBlock::text(mixed)]),
+            CallToolResult::error(vec![ContentBlock::text("\u{0}".repeat(500))]),
+            CallToolResult::success(vec![ContentBlock::text("")]),
+            CallToolResult::success(Vec::new()),
+        ]
+    }
+
+    #[test]
+    fn the_size_bound_is_never_under_the_size_and_puts_texts_back() {
+        for r in escaping_results() {
+            let exact = serde_json::to_vec(&r).unwrap().len();
+            assert_eq!(json_len(&r), exact, "counted, not built, the same");
+            let mut weighed = r.clone();
+            for max in [0, exact / 2, exact - 1, exact, exact + 1, 7 * exact] {
+                if within_by_bound(&mut weighed, max) {
+                    assert!(exact <= max, "{exact} > {max}: {r:?}");
+                }
+                assert_eq!(weighed, r, "every text back in its block");
+            }
+            // The bound is at most the shell plus six bytes a text byte.
+            assert!(within_by_bound(&mut weighed, 7 * exact), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn a_result_is_cut_exactly_when_it_is_over_the_cap() {
+        for r in escaping_results() {
+            let exact = json_len(&r);
+            for max in [exact, exact + 1, 7 * exact] {
+                assert_eq!(cap_result(r.clone(), max), r, "{max}");
+            }
+            if r.content.is_empty() {
+                continue;
+            }
+            let cut = cap_result(r.clone(), exact - 1);
+            assert_ne!(cut, r);
+            let marker = cut.content.last().and_then(|c| c.as_text()).unwrap();
+            assert!(
+                marker.text.starts_with(&format!(
+                    "[core-agent: the result was {exact} bytes, over max_result_bytes ({})",
+                    exact - 1
+                )),
+                "{}",
+                marker.text
+            );
+        }
     }
 
     #[test]

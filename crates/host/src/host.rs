@@ -1,5 +1,5 @@
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use core_agent_mcp_config::{
@@ -161,7 +161,9 @@ pub struct Session {
     host: Arc<Host>,
     level: TrustLevel,
     prompter: Arc<dyn Prompter>,
-    gate: Mutex<Gate>,
+    /// Read by every call's gate step, written by `record_plan` and an
+    /// "always" answer.
+    gate: RwLock<Gate>,
     plan: Mutex<Option<String>>,
     /// Mutating calls run one at a time, in the order they were asked.
     mutation: tokio::sync::Mutex<()>,
@@ -381,7 +383,7 @@ impl Host {
             host: self.clone(),
             level: options.trust_level,
             prompter: options.prompter,
-            gate: Mutex::new(Gate::new(self.options.permissions.clone(), options.mode)),
+            gate: RwLock::new(Gate::new(self.options.permissions.clone(), options.mode)),
             plan: Mutex::new(None),
             mutation: tokio::sync::Mutex::new(()),
             digest,
@@ -419,32 +421,24 @@ impl Host {
 
     /// Builds the catalog and computes, once per tool, what dispatch needs.
     fn publish(&self) -> Published {
-        let catalog = self.build_catalog();
-        let routes = catalog
-            .entries()
-            .iter()
-            .filter_map(|e| {
-                let index = self.servers.index_of(&e.server)?;
-                let server = self.servers.at(index)?;
-                let limits = server.limits();
-                let route = ToolRoute {
-                    server: index,
-                    tool: e.tool.clone(),
-                    read_only: e.read_only,
-                    timeout: self
-                        .options
-                        .call_timeout
-                        .unwrap_or(Duration::from_millis(limits.call_timeout_ms)),
-                    max_result_bytes: limits.max_result_bytes,
-                    digest: self.digests(&e.server),
-                };
-                Some((e.name.clone(), Arc::new(route)))
+        Published::new(self.build_catalog(), |e| {
+            let index = self.servers.index_of(&e.server)?;
+            let limits = self.servers.at(index)?.limits();
+            let timeout = self
+                .options
+                .call_timeout
+                .unwrap_or(Duration::from_millis(limits.call_timeout_ms));
+            Some(ToolRoute {
+                server: index,
+                server_name: e.server.clone(),
+                tool: e.tool.clone(),
+                read_only: e.read_only,
+                trust_levels: e.trust_levels.clone(),
+                timeout,
+                max_result_bytes: limits.max_result_bytes,
+                digest: self.digests(&e.server),
             })
-            .collect();
-        Published {
-            catalog: Arc::new(catalog),
-            routes,
-        }
+        })
     }
 
     fn build_catalog(&self) -> Catalog {
@@ -622,20 +616,15 @@ impl Session {
     /// Calls one tool as a caller of `level`: through the gate, then the
     /// dispatcher. `Ok` with `is_error: Some(true)` means the tool ran and
     /// reported a failure; `Err` means it was refused or could not finish.
+    ///
+    /// The same steps as a batch of one call, without the batch's
+    /// bookkeeping.
     pub async fn call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult> {
-        let mut outcomes = self
-            .call_batch(vec![CallRequest {
-                name: name.to_owned(),
-                arguments,
-            }])
-            .await;
-        match outcomes.pop() {
-            Some(outcome) => outcome.result,
-            None => Err(Error::UnknownTool {
-                name: name.to_owned(),
-                suggestions: Vec::new(),
-            }),
-        }
+        let level = self.level;
+        self.host.wait_for(&[name]).await;
+        let published = self.host.published();
+        let plan = self.decide(&published, name, arguments, level).await;
+        self.run(&published, plan, level).await
     }
 
     /// Runs one turn's calls. Every call is decided in order before any
@@ -647,63 +636,73 @@ impl Session {
     /// Outcomes come back in input order.
     pub async fn call_batch(&self, calls: Vec<CallRequest>) -> Vec<CallOutcome> {
         let level = self.level;
-        let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-        self.host.wait_for(&names).await;
+        if !self.host.all_started() {
+            let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+            self.host.wait_for(&names).await;
+        }
         let published = self.host.published();
-        let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
         // Decided one at a time, in order: an ask is answered, and a
         // `record_plan` takes effect, before the next call is decided.
-        let mut planned: Vec<Planned> = Vec::with_capacity(calls.len());
-        for call in calls {
-            planned.push(self.decide(&published, call, level).await);
+        let mut planned: Vec<(String, Planned)> = Vec::with_capacity(calls.len());
+        for CallRequest { name, arguments } in calls {
+            let plan = self.decide(&published, &name, arguments, level).await;
+            planned.push((name, plan));
         }
         let started = Instant::now();
         let published = &published;
-        let runs = planned.into_iter().map(|plan| async move {
-            let result = match plan {
-                Planned::Done(result) => result,
-                Planned::Run(route, arguments) => self.dispatch(&route, arguments).await,
-                Planned::Wait(route, args) => self.wait_and_verify(&route, *args).await,
-                Planned::Raw(arguments) => self.retrieve_raw(published, &arguments, level),
-            };
-            (result, started.elapsed())
-        });
-        futures::future::join_all(runs)
-            .await
-            .into_iter()
-            .zip(names)
-            .map(|((result, elapsed), name)| CallOutcome {
+        let runs = planned.into_iter().map(|(name, plan)| async move {
+            let result = self.run(published, plan, level).await;
+            CallOutcome {
                 name,
                 result,
-                elapsed,
-            })
-            .collect()
+                elapsed: started.elapsed(),
+            }
+        });
+        futures::future::join_all(runs).await
     }
 
     /// Decides one call of a batch, before anything runs: the pipeline's
     /// first steps, the same for every tool — resolve, trust, gate — then
     /// what the tool needs at planning time.
-    async fn decide(&self, published: &Published, call: CallRequest, level: TrustLevel) -> Planned {
-        let route = match self
-            .admit(published, &call.name, &call.arguments, level)
-            .await
-        {
+    async fn decide(
+        &self,
+        published: &Published,
+        name: &str,
+        arguments: JsonObject,
+        level: TrustLevel,
+    ) -> Planned {
+        let route = match self.admit(published, name, &arguments, level).await {
             Ok(route) => route,
             Err(e) => return Planned::Done(Err(e)),
         };
         match route {
-            Route::Mcp(_, route) => Planned::Run(route, call.arguments),
+            Route::Mcp(route) => Planned::Run(route, arguments),
             Route::Host(tool) => match tool.name {
                 // Takes effect for the calls after it in this turn.
-                builtin::RECORD_PLAN => Planned::Done(self.record_plan(&call.arguments)),
+                builtin::RECORD_PLAN => Planned::Done(self.record_plan(&arguments)),
                 builtin::WAIT_AND_VERIFY => {
-                    match self.plan_wait(published, &call.arguments, level).await {
+                    match self.plan_wait(published, &arguments, level).await {
                         Ok((route, args)) => Planned::Wait(route, Box::new(args)),
                         Err(e) => Planned::Done(Err(e)),
                     }
                 }
-                _ => Planned::Raw(call.arguments),
+                _ => Planned::Raw(arguments),
             },
+        }
+    }
+
+    /// Runs a decided call.
+    async fn run(
+        &self,
+        published: &Published,
+        plan: Planned,
+        level: TrustLevel,
+    ) -> Result<CallToolResult> {
+        match plan {
+            Planned::Done(result) => result,
+            Planned::Run(route, arguments) => self.dispatch(&route, arguments).await,
+            Planned::Wait(route, args) => self.wait_and_verify(&route, *args).await,
+            Planned::Raw(arguments) => self.retrieve_raw(published, &arguments, level),
         }
     }
 
@@ -715,92 +714,21 @@ impl Session {
         arguments: &JsonObject,
         level: TrustLevel,
     ) -> Result<Route> {
-        let route = self.resolve(published, name, level)?;
+        let route = resolve(published, name, level, self.digest.is_some())?;
         trust(&route, name, level)?;
-        match &route {
-            Route::Mcp(entry, _) => self.gate(MCP, name, arguments, entry.read_only).await?,
-            Route::Host(tool) if tool.gated => {
-                self.gate(BUILTIN, name, arguments, tool.read_only).await?;
-            }
-            Route::Host(_) => {}
-        }
-        Ok(route)
-    }
-
-    /// The tool published as `name`: a host tool (their names are reserved,
-    /// so no server's tool can take one), else the catalog's entry.
-    fn resolve(&self, published: &Published, name: &str, level: TrustLevel) -> Result<Route> {
-        if let Some(tool) = builtin::host_tool(name, self.digest.is_some()) {
-            return Ok(Route::Host(tool));
-        }
-        let catalog = &published.catalog;
-        let route = catalog.get(name).and_then(|entry| {
-            let route = published.routes.get(name)?;
-            Some((entry, route))
-        });
-        match route {
-            Some((entry, route)) => Ok(Route::Mcp(Box::new(entry.clone()), route.clone())),
-            None => Err(Error::UnknownTool {
-                name: name.to_owned(),
-                suggestions: suggest(catalog, name, level),
-            }),
-        }
-    }
-
-    /// Puts a call through the permission gate, asking the `Prompter` where
-    /// the gate says to ask.
-    async fn gate(
-        &self,
-        namespace: &str,
-        name: &str,
-        arguments: &JsonObject,
-        read_only: bool,
-    ) -> Result<()> {
-        let args = Value::Object(arguments.clone());
+        let (namespace, read_only) = match &route {
+            Route::Mcp(route) => (MCP, route.read_only),
+            Route::Host(tool) if tool.gated => (BUILTIN, tool.read_only),
+            Route::Host(_) => return Ok(route),
+        };
         let request = Request {
             namespace,
             name,
-            arguments: &args,
+            arguments,
             read_only,
         };
-        let (decision, config_file) = match self.gate.lock() {
-            Ok(gate) => (gate.decide(request), gate.config_file()),
-            Err(_) => (
-                Decision::Deny {
-                    reason: "the permission gate is unavailable".into(),
-                    advice: "retry".into(),
-                },
-                String::new(),
-            ),
-        };
-        match decision {
-            Decision::Allow => Ok(()),
-            Decision::Deny { reason, advice } => Err(Error::Denied {
-                name: name.to_owned(),
-                reason,
-                advice,
-                unanswered_ask: false,
-            }),
-            Decision::Ask { detail } => match self.prompter.ask(name, &detail).await {
-                Answer::Yes => Ok(()),
-                Answer::Always => {
-                    if let Ok(mut gate) = self.gate.lock() {
-                        gate.allow_for_session(name);
-                    }
-                    Ok(())
-                }
-                Answer::No => Err(Error::Denied {
-                    name: name.to_owned(),
-                    reason: format!(
-                        "`{name}` needs approval (permissions.mode is \"ask\") and was not approved"
-                    ),
-                    advice: format!(
-                        "approve it when asked, or add \"{namespace}:{name}\" to permissions.allow in {config_file}"
-                    ),
-                    unanswered_ask: true,
-                }),
-            },
-        }
+        gate(&self.gate, self.prompter.as_ref(), request).await?;
+        Ok(route)
     }
 
     /// Runs an admitted call: mutating calls hold the session's lock; the
@@ -826,23 +754,10 @@ impl Session {
             .await?)
     }
 
-    /// Runs an admitted call and shapes its result for the caller: the
-    /// digest (raw payload stored whole), then the `max_result_bytes` cap.
+    /// Runs an admitted call and shapes its result for the caller (see [`shape`]).
     async fn dispatch(&self, route: &ToolRoute, arguments: JsonObject) -> Result<CallToolResult> {
         let result = self.dispatch_raw(route, arguments).await?;
-        let result = match (&self.digest, route.digest) {
-            (Some(digest), true) => {
-                let server = self
-                    .host
-                    .servers
-                    .at(route.server)
-                    .map(Server::name)
-                    .unwrap_or_default();
-                digest.apply(result, server, &route.tool).await
-            }
-            _ => result,
-        };
-        Ok(cap_result(result, route.max_result_bytes))
+        Ok(shape(result, self.digest.as_ref(), route).await)
     }
 
     /// `retrieve_raw {call_id, pointer?, offset?, length?}`: the raw payload
@@ -886,7 +801,7 @@ impl Session {
             .find(|e| e.server == record.server && e.tool == record.tool)
         {
             Some(entry) if entry.allows(level) => {}
-            Some(entry) => return Err(restricted(&entry.name, level, entry)),
+            Some(entry) => return Err(restricted(&entry.name, level, &entry.trust_levels)),
             None => {
                 return Err(bad(format!(
                     "`{call_id}` came from `{}` of server `{}`, which is not in the catalog now",
@@ -942,7 +857,7 @@ impl Session {
                 message: "pass {\"plan\": \"<the steps you will take>\"}".to_owned(),
             });
         };
-        if let Ok(mut gate) = self.gate.lock() {
+        if let Ok(mut gate) = self.gate.write() {
             gate.record_plan();
         }
         if let Ok(mut slot) = self.plan.lock() {
@@ -972,7 +887,7 @@ impl Session {
         };
         let (may_poll, config_file) = self
             .gate
-            .lock()
+            .read()
             .map(|g| (g.may_poll(&entry.name, entry.read_only), g.config_file()))
             .unwrap_or((false, String::new()));
         if !may_poll {
@@ -988,7 +903,7 @@ impl Session {
             .admit(published, &entry.name, &args.arguments, level)
             .await?
         {
-            Route::Mcp(_, route) => Ok((route, args)),
+            Route::Mcp(route) => Ok((route, args)),
             Route::Host(tool) => Err(Error::BadArguments {
                 name: builtin::WAIT_AND_VERIFY.to_owned(),
                 message: format!("cannot poll `{}`, a host tool", tool.name),
@@ -1032,16 +947,37 @@ struct Published {
     routes: std::collections::HashMap<String, Arc<ToolRoute>>,
 }
 
-/// What dispatch needs for one published tool, computed when the catalog is
-/// built, so a call does not look its server and config up by name again.
+impl Published {
+    /// `catalog`, with the route `route` gives each entry (an entry it
+    /// gives none, such as one whose server is gone, cannot be called).
+    fn new(catalog: Catalog, route: impl Fn(&CatalogEntry) -> Option<ToolRoute>) -> Published {
+        let routes = catalog
+            .entries()
+            .iter()
+            .filter_map(|e| Some((e.name.clone(), Arc::new(route(e)?))))
+            .collect();
+        Published {
+            catalog: Arc::new(catalog),
+            routes,
+        }
+    }
+}
+
+/// What a call of one published tool needs, from resolve to the cap,
+/// computed when the catalog is built: a call takes it by cloning an `Arc`,
+/// and does not look its server, config or catalog entry up again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ToolRoute {
     /// The server's index in the host's servers.
     server: usize,
+    /// The server's key in the config (what the digest records).
+    server_name: String,
     /// The server's own name for the tool.
     tool: String,
     /// The dispatch class.
     read_only: bool,
+    /// The trust levels that may call it (the catalog entry's).
+    trust_levels: Vec<TrustLevel>,
     /// The call's time limit.
     timeout: Duration,
     /// The bound on the result.
@@ -1051,20 +987,103 @@ struct ToolRoute {
 }
 
 /// Where an admitted call goes.
+#[derive(Debug)]
 enum Route {
-    /// A server's tool, and where dispatch sends it.
-    Mcp(Box<CatalogEntry>, Arc<ToolRoute>),
+    /// A server's tool: where dispatch sends it.
+    Mcp(Arc<ToolRoute>),
     /// A host tool.
     Host(&'static builtin::HostTool),
+}
+
+/// The resolve step: the tool published as `name`. A host tool (their
+/// names are reserved, so no server's tool can take one; `retrieve_raw` only
+/// while the digest is on), else the catalog's route; an unknown name comes
+/// back with up to three names a caller of `level` could have meant.
+fn resolve(published: &Published, name: &str, level: TrustLevel, digest_on: bool) -> Result<Route> {
+    if let Some(tool) = builtin::host_tool(name, digest_on) {
+        return Ok(Route::Host(tool));
+    }
+    match published.routes.get(name) {
+        Some(route) => Ok(Route::Mcp(route.clone())),
+        None => Err(Error::UnknownTool {
+            name: name.to_owned(),
+            suggestions: suggest(&published.catalog, name, level),
+        }),
+    }
 }
 
 /// The trust step: a server's tool allows the levels policy gave it; host
 /// tools allow every level (what they reach is checked by the tool).
 fn trust(route: &Route, name: &str, level: TrustLevel) -> Result<()> {
     match route {
-        Route::Mcp(entry, _) if !entry.allows(level) => Err(restricted(name, level, entry)),
+        Route::Mcp(route) if !route.trust_levels.contains(&level) => {
+            Err(restricted(name, level, &route.trust_levels))
+        }
         _ => Ok(()),
     }
+}
+
+/// The gate step: the session's gate decides the call, and the `prompter`
+/// answers where the gate asks ("always" allows the tool for the rest of
+/// the session). The gate is only read unless an answer changes it.
+async fn gate(gate: &RwLock<Gate>, prompter: &dyn Prompter, request: Request<'_>) -> Result<()> {
+    let decision = match gate.read() {
+        Ok(gate) => gate.decide(request),
+        Err(_) => Decision::Deny {
+            reason: "the permission gate is unavailable".into(),
+            advice: "retry".into(),
+        },
+    };
+    let Request {
+        namespace, name, ..
+    } = request;
+    match decision {
+        Decision::Allow => Ok(()),
+        Decision::Deny { reason, advice } => Err(Error::Denied {
+            name: name.to_owned(),
+            reason,
+            advice,
+            unanswered_ask: false,
+        }),
+        Decision::Ask { detail } => match prompter.ask(name, &detail).await {
+            Answer::Yes => Ok(()),
+            Answer::Always => {
+                if let Ok(mut gate) = gate.write() {
+                    gate.allow_for_session(name);
+                }
+                Ok(())
+            }
+            Answer::No => {
+                let config_file = gate.read().map(|g| g.config_file()).unwrap_or_default();
+                Err(Error::Denied {
+                    name: name.to_owned(),
+                    reason: format!(
+                        "`{name}` needs approval (permissions.mode is \"ask\") and was not approved"
+                    ),
+                    advice: format!(
+                        "approve it when asked, or add \"{namespace}:{name}\" to permissions.allow in {config_file}"
+                    ),
+                    unanswered_ask: true,
+                })
+            }
+        },
+    }
+}
+
+/// The shaping step, on a result as the server sent it: the digest, when
+/// the session has one and the route's server is digested (the raw payload
+/// is stored whole), then the route's `max_result_bytes` cap, on what the
+/// caller will see.
+async fn shape(
+    result: CallToolResult,
+    digest: Option<&crate::DigestWrap>,
+    route: &ToolRoute,
+) -> CallToolResult {
+    let result = match digest {
+        Some(digest) if route.digest => digest.apply(result, &route.server_name, &route.tool).await,
+        _ => result,
+    };
+    cap_result(result, route.max_result_bytes)
 }
 
 /// A call after the gate, before dispatch.
@@ -1120,12 +1139,11 @@ impl Page {
     }
 }
 
-fn restricted(name: &str, level: TrustLevel, entry: &CatalogEntry) -> Error {
+fn restricted(name: &str, level: TrustLevel, allowed: &[TrustLevel]) -> Error {
     Error::Restricted {
         name: name.to_owned(),
         level: level.as_str().to_owned(),
-        allowed: entry
-            .trust_levels
+        allowed: allowed
             .iter()
             .map(|l| format!("`{}`", l.as_str()))
             .collect::<Vec<_>>()
@@ -1198,29 +1216,24 @@ fn suggest(catalog: &Catalog, name: &str, level: TrustLevel) -> Vec<String> {
 }
 
 #[cfg(test)]
+mod pipeline_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_trust_step_follows_policy_for_server_tools_and_opens_host_tools() {
-        let entry = CatalogEntry {
-            name: "fs_delete".into(),
-            server: "fs".into(),
+        let route = Route::Mcp(Arc::new(ToolRoute {
+            server: 0,
+            server_name: "fs".into(),
             tool: "delete".into(),
-            description: String::new(),
-            input_schema: json!({"type": "object"}),
             read_only: false,
             trust_levels: vec![TrustLevel::Creator],
-        };
-        let to = Arc::new(ToolRoute {
-            server: 0,
-            tool: "delete".into(),
-            read_only: false,
             timeout: Duration::from_secs(30),
             max_result_bytes: 131_072,
             digest: true,
-        });
-        let route = Route::Mcp(Box::new(entry), to);
+        }));
         assert!(trust(&route, "fs_delete", TrustLevel::Creator).is_ok());
         let err = trust(&route, "fs_delete", TrustLevel::Public).unwrap_err();
         assert_eq!(

@@ -62,6 +62,15 @@ impl DigestWrap {
         self
     }
 
+    /// Whether the router's result goes to the LLM second chance: the LLM
+    /// path is on, and the router did not get the payload structurally under
+    /// the threshold.
+    fn wants_second_chance(&self, digested: &Digested) -> bool {
+        self.llm.is_some()
+            && !(digested.method == Method::StructuralJson
+                && digested.digest.len() < self.settings.threshold)
+    }
+
     /// The LLM second chance, for a payload the router could not get under
     /// the threshold. Any failure, or a reached ceiling, leaves the
     /// router's result; the call never fails because of the digest.
@@ -74,9 +83,7 @@ impl DigestWrap {
         let Some(llm) = &self.llm else {
             return digested;
         };
-        if digested.method == Method::StructuralJson
-            && digested.digest.len() < self.settings.threshold
-        {
+        if !self.wants_second_chance(&digested) {
             return digested;
         }
         let spent = self
@@ -143,6 +150,9 @@ impl DigestWrap {
         server: &str,
         tool: &str,
     ) -> CallToolResult {
+        if under_threshold(&result, self.settings.threshold) {
+            return result;
+        }
         let Some(payload) = payload_of(&result) else {
             return result;
         };
@@ -162,7 +172,11 @@ impl DigestWrap {
             created_ms,
             payload,
         };
-        let record_payload = record.payload.clone();
+        // The second chance reads the payload after the store has taken
+        // it; it is copied only when there will be one.
+        let llm_payload = self
+            .wants_second_chance(&digested)
+            .then(|| record.payload.clone());
         if let Err(e) = self.store.put(record) {
             tracing::warn!("the digest is skipped for this result: {e}");
             return result;
@@ -174,9 +188,10 @@ impl DigestWrap {
             Some(_) => Some(self.spending.lock().await),
             None => None,
         };
-        let digested = self
-            .second_chance(&record_payload, digested, &mut event)
-            .await;
+        let digested = match &llm_payload {
+            Some(payload) => self.second_chance(payload, digested, &mut event).await,
+            None => digested,
+        };
         let envelope = digested.envelope(&call_id);
         event.method = digested.method.as_str().to_owned();
         event.digest_bytes = envelope.len() as u64;
@@ -213,6 +228,21 @@ pub fn payload_of(result: &CallToolResult) -> Option<String> {
         }
         (_, true) => Some(text),
     }
+}
+
+/// Whether `result` is known, without building its payload, to be under
+/// `threshold` (so not digested): with no structured content, the payload is
+/// its texts joined by newlines.
+fn under_threshold(result: &CallToolResult, threshold: usize) -> bool {
+    if result.structured_content.is_some() {
+        return false;
+    }
+    let (count, bytes) = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .fold((0usize, 0usize), |(n, len), t| (n + 1, len + t.text.len()));
+    bytes + count.saturating_sub(1) < threshold
 }
 
 /// Whether `text` is one JSON object or array.
@@ -259,6 +289,35 @@ mod tests {
         let mut r = CallToolResult::success(texts.iter().map(|t| ContentBlock::text(*t)).collect());
         r.structured_content = structured;
         r
+    }
+
+    #[tokio::test]
+    async fn a_payload_is_digested_from_the_threshold_on() {
+        let store = Arc::new(core_agent_digest::MemoryStore::new());
+        let settings = Settings {
+            threshold: 100,
+            ..Settings::default()
+        };
+        let wrap = DigestWrap::new(settings, store, "s");
+        let digested = |r: &CallToolResult| {
+            r.content
+                .first()
+                .and_then(|c| c.as_text())
+                .is_some_and(|t| t.text.contains("\"call_id\""))
+        };
+        // Texts are joined by a newline: 49 + 1 + 49 bytes is under, one more is not.
+        let under = result(&[&"a".repeat(49), &"b".repeat(49)], None);
+        assert_eq!(wrap.apply(under.clone(), "srv", "t").await, under);
+        let at = result(&[&"a".repeat(50), &"b".repeat(49)], None);
+        assert!(digested(&wrap.apply(at, "srv", "t").await));
+        // Structured content is weighed as JSON: `{"k":"…"}` is 8 bytes more.
+        let structured = result(&[], Some(json!({"k": "c".repeat(92)})));
+        assert!(digested(&wrap.apply(structured, "srv", "t").await));
+        let structured = result(&[], Some(json!({"k": "c".repeat(91)})));
+        assert_eq!(wrap.apply(structured.clone(), "srv", "t").await, structured);
+        // Blank text has nothing to digest, whatever its size.
+        let blank = result(&[&" ".repeat(500)], None);
+        assert_eq!(wrap.apply(blank.clone(), "srv", "t").await, blank);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 use std::collections::BTreeSet;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::{Mode, Pattern, PermissionsConfig};
 
@@ -21,8 +21,8 @@ pub struct Request<'a> {
     pub namespace: &'a str,
     /// The namespaced tool name.
     pub name: &'a str,
-    /// Its arguments.
-    pub arguments: &'a Value,
+    /// Its arguments (borrowed: the gate reads them only to describe an ask).
+    pub arguments: &'a Map<String, Value>,
     /// Its dispatch class.
     pub read_only: bool,
 }
@@ -223,7 +223,9 @@ impl Gate {
 }
 
 /// The detail string of an ask: `<tool_name> <json-args>`, cut at 200 characters.
-pub fn detail(name: &str, arguments: &Value) -> String {
+pub fn detail(name: &str, arguments: &Map<String, Value>) -> String {
+    // A map with string keys always serializes.
+    let arguments = serde_json::to_string(arguments).unwrap_or_default();
     let full = format!("{name} {arguments}");
     if full.chars().count() <= DETAIL_CHARS {
         full
@@ -240,6 +242,14 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// The arguments of a call, as the gate borrows them.
+    fn args(value: Value) -> Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("arguments are an object, not {other}"),
+        }
+    }
 
     fn patterns(raw: &[&str]) -> Vec<Pattern> {
         raw.iter()
@@ -270,7 +280,7 @@ mod tests {
 
     #[test]
     fn every_rule_in_order() {
-        let args = json!({"path": "/tmp"});
+        let args = args(json!({"path": "/tmp"}));
         // (mode, allow, deny, plan-first, tool, read_only) → decision
         #[allow(clippy::type_complexity)]
         let cases: [(Mode, &[&str], &[&str], bool, &str, bool, &str); 12] = [
@@ -353,7 +363,7 @@ mod tests {
 
     #[test]
     fn refusals_say_why_and_what_would_allow() {
-        let args = json!({});
+        let args = args(json!({}));
         let g = gate(Mode::Allowlist, &[], &[], false);
         assert_eq!(
             g.decide(Request {
@@ -387,7 +397,7 @@ mod tests {
     #[test]
     fn plan_first_lifts_after_record_plan() {
         let mut g = gate(Mode::Ask, &["mcp:*"], &[], true);
-        let args = json!({});
+        let args = args(json!({}));
         let write = Request {
             namespace: MCP,
             name: "fs_write",
@@ -402,7 +412,7 @@ mod tests {
     #[test]
     fn always_allows_the_tool_for_the_session() {
         let mut g = gate(Mode::Ask, &[], &[], false);
-        let args = json!({});
+        let args = args(json!({}));
         let r = Request {
             namespace: MCP,
             name: "fs_write",
@@ -417,10 +427,10 @@ mod tests {
     #[test]
     fn the_detail_is_cut_at_200_characters() {
         assert_eq!(
-            detail("fs_read", &json!({"path": "/tmp"})),
+            detail("fs_read", &args(json!({"path": "/tmp"}))),
             r#"fs_read {"path":"/tmp"}"#
         );
-        let long = detail("t", &json!({"x": "y".repeat(500)}));
+        let long = detail("t", &args(json!({"x": "y".repeat(500)})));
         assert_eq!(long.chars().count(), 200);
         assert!(long.ends_with('…'));
     }
@@ -450,7 +460,7 @@ mod tests {
 
     #[test]
     fn built_ins_are_matched_in_their_own_namespace() {
-        let args = json!({});
+        let args = args(json!({}));
         let raw = |g: &Gate| {
             kind(&g.decide(Request {
                 namespace: BUILTIN,
