@@ -53,7 +53,7 @@ fn answer_of(result: &serde_json::Value) -> Answer {
 /// input-required result, the client answering on its retry of the call.
 pub(crate) fn approval_request(
     tool: &str,
-    arguments: &serde_json::Value,
+    arguments: &serde_json::Map<String, serde_json::Value>,
 ) -> Option<InputRequiredResult> {
     let form = approval_form(tool, &core_agent_permissions::detail(tool, arguments))?;
     let request = InputRequest::Elicitation(ElicitRequest::new(form));
@@ -135,9 +135,12 @@ mod tests {
 
     #[test]
     fn the_approval_asks_for_one_answer_and_reads_it_back() {
-        let request = approval_request("demo_divide", &json!({"a": 1}))
-            .map(|r| serde_json::to_value(r).unwrap_or_default())
-            .unwrap_or_default();
+        let request = approval_request(
+            "demo_divide",
+            &serde_json::Map::from_iter([("a".to_owned(), json!(1))]),
+        )
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .unwrap_or_default();
         let form = &request["inputRequests"][APPROVAL_KEY]["params"];
         assert_eq!(form["mode"], "form");
         assert_eq!(form["requestedSchema"]["required"], json!(["answer"]));

@@ -100,6 +100,9 @@ impl McpSession {
                 },
                 id: Some(id),
                 cost_ceiling: options.cost_ceiling,
+                // Payloads stay readable by the same token's later sessions
+                // (also across restarts, with --session-db).
+                owner: Some(caller.name.clone()),
             });
             Live {
                 caller: caller.clone(),
@@ -239,8 +242,7 @@ impl ServerHandler for McpSession {
         let arguments = request.arguments.unwrap_or_default();
         // Without sessions the approval is asked in the result, and answered
         // on the retry: kept here in case the gate asks.
-        let asked_about = (sessionless(&cx) && answered.is_none())
-            .then(|| serde_json::Value::Object(arguments.clone()));
+        let asked_about = (sessionless(&cx) && answered.is_none()).then(|| arguments.clone());
         // A client's `notifications/cancelled` fires the token; dropping the
         // call cancels the backend request.
         let outcome = tokio::select! {

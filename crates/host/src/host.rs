@@ -64,6 +64,10 @@ pub struct SessionOptions {
     pub id: Option<String>,
     /// Overrides the LLM second chance's spending ceiling for this session.
     pub cost_ceiling: Option<f64>,
+    /// Who opened the session (a gateway token's name). Recorded in the
+    /// store; `retrieve_raw` then also reads payloads of the owner's other
+    /// sessions, including those of earlier runs kept in `--session-db`.
+    pub owner: Option<String>,
 }
 
 impl std::fmt::Debug for DigestOptions {
@@ -82,6 +86,7 @@ impl std::fmt::Debug for SessionOptions {
             .field("mode", &self.mode)
             .field("id", &self.id)
             .field("cost_ceiling", &self.cost_ceiling)
+            .field("owner", &self.owner)
             .finish_non_exhaustive()
     }
 }
@@ -112,6 +117,7 @@ impl Default for SessionOptions {
             prompter: Arc::new(RefuseAll),
             id: None,
             cost_ceiling: None,
+            owner: None,
         }
     }
 }
@@ -168,6 +174,8 @@ pub struct Session {
     /// Mutating calls run one at a time, in the order they were asked.
     mutation: tokio::sync::Mutex<()>,
     digest: Option<crate::DigestWrap>,
+    /// Who opened it, as recorded in the store (`None` when not recorded).
+    owner: Option<String>,
 }
 
 /// One server's state, as `core-agent mcp list --json` prints it.
@@ -379,8 +387,14 @@ impl Host {
                 None => wrap,
             }
         });
+        // A session id already claimed by another owner keeps its payloads to itself.
+        let owner = options.owner.filter(|owner| {
+            self.digest_store()
+                .is_some_and(|store| store.claim(&id, owner).is_ok())
+        });
         Session {
             host: self.clone(),
+            owner,
             level: options.trust_level,
             prompter: options.prompter,
             gate: RwLock::new(Gate::new(self.options.permissions.clone(), options.mode)),
@@ -608,6 +622,14 @@ impl Session {
         self.digest.as_ref().map(|d| d.session.as_str())
     }
 
+    /// Whether `session` was opened by this session's owner.
+    fn owns(&self, session: &str) -> bool {
+        let (Some(owner), Some(digest)) = (&self.owner, &self.digest) else {
+            return false;
+        };
+        digest.store.owner(session).ok().flatten().as_deref() == Some(owner.as_str())
+    }
+
     /// The plan recorded in this session, if any.
     pub fn plan(&self) -> Option<String> {
         self.plan.lock().ok().and_then(|p| p.clone())
@@ -791,7 +813,7 @@ impl Session {
             .store
             .get(call_id)
             .map_err(|e| bad(e.to_string()))?
-            .filter(|r| r.session_id == digest.session)
+            .filter(|r| r.session_id == digest.session || self.owns(&r.session_id))
             .ok_or_else(not_here)?;
         // The payload is as restricted as the tool that produced it.
         match published

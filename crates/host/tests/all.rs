@@ -672,3 +672,60 @@ async fn calls_are_send_and_sessions_share_one_host() {
     assert_eq!(text(&rb.unwrap().unwrap()), "0.75");
     host.shutdown().await;
 }
+
+/// A payload is readable from the session that produced it and from the
+/// other sessions of its owner (a gateway token, a later run with the same
+/// `--session-db`), never from another owner's or an anonymous session.
+#[tokio::test]
+async fn retrieve_raw_reads_the_owners_other_sessions_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let digest = |store: std::sync::Arc<dyn core_agent_digest::Store>| {
+        Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store,
+            llm: None,
+        })
+    };
+    let owned = |owner: Option<&str>| SessionOptions {
+        owner: owner.map(str::to_owned),
+        ..approving()
+    };
+    let call_id = {
+        let store = std::sync::Arc::new(core_agent_digest::SqliteStore::open(&db).unwrap());
+        let options = HostOptions {
+            digest: digest(store),
+            ..HostOptions::default()
+        };
+        let host = start(vec![demo("demo")], options).await;
+        let first = host.host.session(owned(Some("bot")));
+        let listed = first
+            .call("demo_list_inventory", JsonObject::new())
+            .await
+            .unwrap();
+        let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
+        host.shutdown().await;
+        envelope["call_id"].as_str().unwrap().to_owned()
+    };
+    // A new run on the same database: the owner's new session reads it.
+    let store = std::sync::Arc::new(core_agent_digest::SqliteStore::open(&db).unwrap());
+    let options = HostOptions {
+        digest: digest(store),
+        ..HostOptions::default()
+    };
+    let host = start(vec![demo("demo")], options).await;
+    let pointer = args(json!({"call_id": call_id, "pointer": "/total"}));
+    let again = host.host.session(owned(Some("bot")));
+    let raw = again.call("retrieve_raw", pointer.clone()).await.unwrap();
+    assert_eq!(text(&raw), "200");
+    for other in [owned(Some("me")), owned(None)] {
+        let err = host
+            .host
+            .session(other)
+            .call("retrieve_raw", pointer.clone())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no raw payload"), "{err}");
+    }
+    host.shutdown().await;
+}
