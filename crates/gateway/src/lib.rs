@@ -30,6 +30,9 @@ pub struct GatewayOptions {
     pub cost_ceiling: Option<f64>,
     /// How long the gate waits for a client to answer an approval.
     pub ask_timeout: Duration,
+    /// How long a `tools/list` waits for servers still starting (5 s); the
+    /// tools of one that starts later arrive with `tools/list_changed`.
+    pub list_wait: Duration,
     /// Model prices, for the parent-side savings of `/sessions/{id}/context`.
     pub pricing: Pricing,
     /// The parent model those savings are priced at, unless the request names one.
@@ -45,6 +48,7 @@ impl Default for GatewayOptions {
             mode: None,
             cost_ceiling: None,
             ask_timeout: Duration::from_secs(120),
+            list_wait: Duration::from_secs(5),
             pricing: Pricing::default(),
             parent_model: None,
             elicitations: None,

@@ -4,10 +4,11 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use core_agent_host::{Error as HostError, Session, SessionOptions, ToolReport};
+use core_agent_mcp_transport::{Progress, ProgressSink};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResultType,
+    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -208,6 +209,14 @@ impl ServerHandler for McpSession {
         cx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let live = self.live(&cx, None)?;
+        // Clients that list once, right after starting us, should see the
+        // servers that start quickly; a slow one's tools follow with
+        // `tools/list_changed` when it is ready.
+        let host = &self.gateway.inner.host;
+        if !host.all_started() {
+            let _ = tokio::time::timeout(self.gateway.inner.options.list_wait, host.wait_all())
+                .await;
+        }
         let tools = self
             .gateway
             .inner
@@ -243,14 +252,48 @@ impl ServerHandler for McpSession {
         // Without sessions the approval is asked in the result, and answered
         // on the retry: kept here in case the gate asks.
         let asked_about = (sessionless(&cx) && answered.is_none()).then(|| arguments.clone());
+        // Progress the backend sends about this call goes to the client, in
+        // order, before the result.
+        let relay = cx.meta.get_progress_token().map(|token| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+            let peer = cx.peer.clone();
+            let task = tokio::spawn(async move {
+                while let Some(p) = rx.recv().await {
+                    let mut note = ProgressNotificationParam::new(token.clone(), p.progress);
+                    note.total = p.total;
+                    note.message = p.message;
+                    if peer.notify_progress(note).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            let sink: ProgressSink = Arc::new(move |p| {
+                let _ = tx.send(p);
+            });
+            (sink, task)
+        });
         // A client's `notifications/cancelled` fires the token; dropping the
         // call cancels the backend request.
+        let call = async {
+            match &relay {
+                Some((sink, _)) => {
+                    live.session
+                        .call_with_progress(&request.name, arguments, sink)
+                        .await
+                }
+                None => live.session.call(&request.name, arguments).await,
+            }
+        };
         let outcome = tokio::select! {
-            outcome = live.session.call(&request.name, arguments) => outcome,
+            outcome = call => outcome,
             () = cx.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the client cancelled the call", None));
             }
         };
+        if let Some((sink, task)) = relay {
+            drop(sink);
+            let _ = task.await;
+        }
         match outcome {
             Ok(result) => Ok(complete(result)),
             Err(HostError::Denied {

@@ -9,7 +9,7 @@ use core_agent_mcp_policy::{
     Annotations, Catalog, CatalogEntry, DiscoveredTool, ServerSummary, ServerTools,
 };
 use core_agent_mcp_transport::model::{CallToolResult, ContentBlock, JsonObject, Tool};
-use core_agent_mcp_transport::{Server, Servers, StartOptions, Status};
+use core_agent_mcp_transport::{ProgressSink, Server, Servers, StartOptions, Status};
 use core_agent_permissions::{
     Answer, BUILTIN, Decision, Gate, MCP, Mode, PermissionsConfig, Prompter, RefuseAll, Request,
 };
@@ -642,11 +642,31 @@ impl Session {
     /// The same steps as a batch of one call, without the batch's
     /// bookkeeping.
     pub async fn call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult> {
+        self.call_with(name, arguments, None).await
+    }
+
+    /// [`Session::call`], passing the progress updates the server sends
+    /// about the call to `progress` (a gateway relays them to its client).
+    pub async fn call_with_progress(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        progress: &ProgressSink,
+    ) -> Result<CallToolResult> {
+        self.call_with(name, arguments, Some(progress)).await
+    }
+
+    async fn call_with(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        progress: Option<&ProgressSink>,
+    ) -> Result<CallToolResult> {
         let level = self.level;
         self.host.wait_for(&[name]).await;
         let published = self.host.published();
         let plan = self.decide(&published, name, arguments, level).await;
-        self.run(&published, plan, level).await
+        self.run(&published, plan, level, progress).await
     }
 
     /// Runs one turn's calls. Every call is decided in order before any
@@ -673,7 +693,7 @@ impl Session {
         let started = Instant::now();
         let published = &published;
         let runs = planned.into_iter().map(|(name, plan)| async move {
-            let result = self.run(published, plan, level).await;
+            let result = self.run(published, plan, level, None).await;
             CallOutcome {
                 name,
                 result,
@@ -719,10 +739,11 @@ impl Session {
         published: &Published,
         plan: Planned,
         level: TrustLevel,
+        progress: Option<&ProgressSink>,
     ) -> Result<CallToolResult> {
         match plan {
             Planned::Done(result) => result,
-            Planned::Run(route, arguments) => self.dispatch(&route, arguments).await,
+            Planned::Run(route, arguments) => self.dispatch(&route, arguments, progress).await,
             Planned::Wait(route, args) => self.wait_and_verify(&route, *args).await,
             Planned::Raw(arguments) => self.retrieve_raw(published, &arguments, level),
         }
@@ -759,6 +780,7 @@ impl Session {
         &self,
         route: &ToolRoute,
         arguments: JsonObject,
+        progress: Option<&ProgressSink>,
     ) -> Result<CallToolResult> {
         let Some(server) = self.host.servers.at(route.server) else {
             return Err(Error::UnknownTool {
@@ -772,13 +794,18 @@ impl Session {
             Some(self.mutation.lock().await)
         };
         Ok(server
-            .call_tool(&route.tool, arguments, route.timeout)
+            .call_tool_with_progress(&route.tool, arguments, route.timeout, progress)
             .await?)
     }
 
     /// Runs an admitted call and shapes its result for the caller (see [`shape`]).
-    async fn dispatch(&self, route: &ToolRoute, arguments: JsonObject) -> Result<CallToolResult> {
-        let result = self.dispatch_raw(route, arguments).await?;
+    async fn dispatch(
+        &self,
+        route: &ToolRoute,
+        arguments: JsonObject,
+        progress: Option<&ProgressSink>,
+    ) -> Result<CallToolResult> {
+        let result = self.dispatch_raw(route, arguments, progress).await?;
         Ok(shape(result, self.digest.as_ref(), route).await)
     }
 
@@ -942,7 +969,9 @@ impl Session {
         let mut last = Value::Null;
         for attempt in 1..=args.max_attempts {
             // The condition reads the whole result, not its digest.
-            let result = self.dispatch_raw(entry, args.arguments.clone()).await?;
+            let result = self
+                .dispatch_raw(entry, args.arguments.clone(), None)
+                .await?;
             last =
                 serde_json::to_value(cap_result(result.clone(), 64 * 1024)).unwrap_or(Value::Null);
             if args.until.holds(&result) {

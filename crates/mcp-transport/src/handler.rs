@@ -13,9 +13,28 @@ use rmcp::{ClientHandler, RoleClient};
 
 use crate::Elicitor;
 
+/// One progress update a server sent about a call in flight.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// How far it is (increases with each update).
+    pub progress: f64,
+    /// The total, when the server knows it.
+    pub total: Option<f64>,
+    /// What it is doing, in words.
+    pub message: Option<String>,
+}
+
+/// Receives a call's progress updates, as the server sends them.
+pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// The progress sinks of the calls in flight, by the token rmcp put on each.
+pub(crate) type ProgressSinks =
+    Arc<std::sync::Mutex<std::collections::HashMap<rmcp::model::ProgressToken, ProgressSink>>>;
+
 /// Per-connection client handler.
 pub(crate) struct Handler {
     pub(crate) server: String,
+    pub(crate) progress: ProgressSinks,
     pub(crate) elicitor: Arc<dyn Elicitor>,
     pub(crate) client_info: Implementation,
     pub(crate) tools: Arc<ToolState>,
@@ -110,6 +129,25 @@ impl ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         Ok(self.elicitor.elicit(&self.server, request).await)
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let sink = self
+            .progress
+            .lock()
+            .ok()
+            .and_then(|sinks| sinks.get(&params.progress_token).cloned());
+        if let Some(sink) = sink {
+            sink(Progress {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {

@@ -8,6 +8,7 @@ mod server;
 
 pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor, describe_request, schema_defaults};
 pub use error::{Error, Result, StartError};
+pub use handler::{Progress, ProgressSink};
 pub use server::{OnReady, Server, Servers, StartOptions, Status};
 
 /// The rmcp model types this crate's API uses (`CallToolResult`, `Tool`,

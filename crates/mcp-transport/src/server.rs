@@ -4,7 +4,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use core_agent_mcp_config::{Env, HttpSpec, Limits, Scope, ServerEntry, StdioSpec, Transport};
-use rmcp::model::{CallToolRequestParams, CallToolResult, Implementation, JsonObject, Tool};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, Implementation,
+    JsonObject, ServerResult, Tool,
+};
+use rmcp::service::PeerRequestOptions;
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
@@ -123,6 +127,8 @@ struct Connection {
     kill_grace: Duration,
     /// At most `max_concurrent_calls` calls in flight.
     slots: Arc<tokio::sync::Semaphore>,
+    /// Where each call's progress updates go.
+    progress: crate::handler::ProgressSinks,
 }
 
 impl Server {
@@ -223,6 +229,19 @@ impl Server {
         arguments: JsonObject,
         timeout: Duration,
     ) -> Result<CallToolResult> {
+        self.call_tool_with_progress(tool, arguments, timeout, None)
+            .await
+    }
+
+    /// [`Server::call_tool`], passing each progress update the server sends
+    /// about this call to `progress`.
+    pub async fn call_tool_with_progress(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        timeout: Duration,
+        progress: Option<&crate::ProgressSink>,
+    ) -> Result<CallToolResult> {
         let Some(conn) = self.connection() else {
             return Err(Error::NotConnected {
                 server: self.name.clone(),
@@ -235,18 +254,45 @@ impl Server {
                 server: self.name.clone(),
             });
         };
-        match tokio::time::timeout(timeout, conn.peer.call_tool(params)).await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(Error::Call {
-                server: self.name.clone(),
-                tool: tool.to_owned(),
-                message: e.to_string(),
-            }),
-            Err(_) => Err(Error::Timeout {
-                server: self.name.clone(),
-                tool: tool.to_owned(),
-                after: timeout,
-            }),
+        let failed = |e: rmcp::ServiceError| Error::Call {
+            server: self.name.clone(),
+            tool: tool.to_owned(),
+            message: e.to_string(),
+        };
+        let timed_out = || Error::Timeout {
+            server: self.name.clone(),
+            tool: tool.to_owned(),
+            after: timeout,
+        };
+        let Some(sink) = progress else {
+            return match tokio::time::timeout(timeout, conn.peer.call_tool(params)).await {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(e)) => Err(failed(e)),
+                Err(_) => Err(timed_out()),
+            };
+        };
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = conn
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(failed)?;
+        let token = handle.progress_token.clone();
+        if let Ok(mut sinks) = conn.progress.lock() {
+            sinks.insert(token.clone(), sink.clone());
+        }
+        // Unregistered however the call ends, dropped mid-way included.
+        let _registered = Unregister(&conn.progress, token);
+        let outcome = tokio::time::timeout(timeout, handle.await_response()).await;
+        // Notifications are handled on their own tasks: let the last ones land.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        match outcome {
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(_)) => Err(failed(rmcp::ServiceError::UnexpectedResponse)),
+            Ok(Err(e)) => Err(failed(e)),
+            Err(_) => Err(timed_out()),
         }
     }
 
@@ -503,8 +549,10 @@ async fn start_one(
 ) -> Server {
     let started = Instant::now();
     let tools = Arc::new(ToolState::new(changed));
+    let progress = crate::handler::ProgressSinks::default();
     let handler = Handler {
         server: entry.name.clone(),
+        progress: progress.clone(),
         elicitor: options.elicitor.clone(),
         client_info: Implementation::new(
             options.client_name.clone(),
@@ -532,6 +580,7 @@ async fn start_one(
             slots: Arc::new(tokio::sync::Semaphore::new(
                 entry.spec.limits.max_concurrent_calls.max(1),
             )),
+            progress,
         })),
         Err(e) => State::Failed(e),
     };
@@ -543,6 +592,20 @@ async fn start_one(
         elapsed: started.elapsed(),
         state,
         closed: std::sync::atomic::AtomicBool::new(false),
+    }
+}
+
+/// Removes a call's progress sink when the call ends.
+struct Unregister<'a>(
+    &'a crate::handler::ProgressSinks,
+    rmcp::model::ProgressToken,
+);
+
+impl Drop for Unregister<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut sinks) = self.0.lock() {
+            sinks.remove(&self.1);
+        }
     }
 }
 
