@@ -3,22 +3,18 @@
 use std::time::Duration;
 
 use core_agent_permissions::{Answer, AskFuture, Prompter};
-use rmcp::service::ElicitationError;
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, EnumSchema};
 use rmcp::service::ElicitationMode;
 use rmcp::{Peer, RoleServer};
 use serde::Deserialize;
 
 /// The client's answer to "Approve <tool>?".
-#[derive(Debug, Deserialize, rmcp::schemars::JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
+#[derive(Debug, Deserialize)]
 struct Approval {
-    /// `yes` runs this call, `always` every call of this tool for the rest
-    /// of the session, `no` refuses it.
     answer: Choice,
 }
 
-#[derive(Debug, Deserialize, rmcp::schemars::JsonSchema)]
-#[schemars(crate = "rmcp::schemars")]
+#[derive(Debug, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum Choice {
     Yes,
@@ -26,7 +22,22 @@ enum Choice {
     Always,
 }
 
-rmcp::elicit_safe!(Approval);
+/// The form of the ask: one required property, `answer`, a plain string
+/// enum. Built by hand: the schema `schemars` derives for an enum field is a
+/// `$ref` to a definition, which is not one of the primitive property schemas
+/// elicitation allows, so rmcp refused to send it and no client was ever asked.
+fn approval_schema() -> Result<ElicitationSchema, &'static str> {
+    let answer = EnumSchema::builder(vec!["yes".into(), "no".into(), "always".into()])
+        .title("Approve?")
+        .description(
+            "`yes` runs this call, `always` every call of this tool for the rest of the \
+             session, `no` refuses it.",
+        )
+        .build();
+    ElicitationSchema::builder()
+        .required_enum_schema("answer", answer)
+        .build()
+}
 
 /// Asks the session's client, when it declared form elicitation; refuses
 /// otherwise (the refusal's advice then says how to allow the tool).
@@ -56,25 +67,65 @@ impl Prompter for ElicitPrompter {
             let message = format!(
                 "core-agent: approve `{tool}`? (yes / no / always for this session)\n{detail}"
             );
-            match self
+            let requested_schema = match approval_schema() {
+                Ok(schema) => schema,
+                Err(e) => {
+                    tracing::warn!("the approval form of {tool} could not be built: {e}");
+                    return Answer::No;
+                }
+            };
+            let params = ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message,
+                requested_schema,
+            };
+            let result = match self
                 .peer
-                .elicit_with_timeout::<Approval>(message, Some(self.timeout))
+                .create_elicitation_with_timeout(params, Some(self.timeout))
                 .await
             {
-                Ok(Some(Approval {
-                    answer: Choice::Yes,
-                })) => Answer::Yes,
-                Ok(Some(Approval {
-                    answer: Choice::Always,
-                })) => Answer::Always,
-                Ok(_) | Err(ElicitationError::UserDeclined | ElicitationError::UserCancelled) => {
-                    Answer::No
-                }
+                Ok(result) => result,
                 Err(e) => {
                     tracing::info!("the approval of {tool} could not be asked: {e}");
+                    return Answer::No;
+                }
+            };
+            if result.action != ElicitationAction::Accept {
+                return Answer::No;
+            }
+            match result.content.map(serde_json::from_value::<Approval>) {
+                Some(Ok(Approval {
+                    answer: Choice::Yes,
+                })) => Answer::Yes,
+                Some(Ok(Approval {
+                    answer: Choice::Always,
+                })) => Answer::Always,
+                Some(Ok(Approval { answer: Choice::No })) => Answer::No,
+                Some(Err(e)) => {
+                    tracing::info!("the approval of {tool} came back unreadable: {e}");
+                    Answer::No
+                }
+                None => {
+                    tracing::info!("the approval of {tool} was accepted with no answer");
                     Answer::No
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_approval_form_is_one_required_string_enum() {
+        let schema = serde_json::to_value(approval_schema().unwrap()).unwrap();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["required"], serde_json::json!(["answer"]));
+        let answer = &schema["properties"]["answer"];
+        assert_eq!(answer["type"], "string");
+        assert_eq!(answer["enum"], serde_json::json!(["yes", "no", "always"]));
+        assert!(!schema.to_string().contains("$ref"), "{schema}");
     }
 }
