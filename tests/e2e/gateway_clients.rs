@@ -191,8 +191,18 @@ struct Observed {
 /// to completion, at most [`CLIENT_LIMIT`]; then kills what is left of it,
 /// and whatever mentions `spawned` (what the client spawned).
 fn run_client(p: &Project, sdk: Sdk, target: &[String], spawned: Option<String>) -> Observed {
+    run_scenario(p, sdk, &scenario(sdk), target, spawned)
+}
+
+fn run_scenario(
+    p: &Project,
+    sdk: Sdk,
+    scenario: &Value,
+    target: &[String],
+    spawned: Option<String>,
+) -> Observed {
     let mut cmd = sdk.command();
-    cmd.arg(scenario(sdk).to_string())
+    cmd.arg(scenario.to_string())
         .args(target)
         .current_dir(p.path())
         .env("HOME", p.path().join("home"))
@@ -512,4 +522,51 @@ fn python_sdk_client_over_stdio() {
 #[test]
 fn python_sdk_client_over_http() {
     over_http(Sdk::Python);
+}
+
+/// A backend's progress notifications reach the client that asked for them
+/// (server-everything's long-running operation, 3 steps), before the result.
+#[test]
+fn progress_passes_through_to_the_client() {
+    let p = Project::new(&json!({
+        "version": 1,
+        "servers": {"everything": crate::everything_stdio()},
+    }));
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"mode": "yolo"}}).to_string(),
+    );
+    let agents = agents_dir(&p);
+    let tool = "everything_trigger_long_running_operation";
+    let scenario = json!({
+        "wait_for_tools": [tool],
+        "calls": [{"name": tool, "arguments": {"duration": 0.6, "steps": 3}, "progress": true}],
+    });
+    let target = [
+        "stdio".to_owned(),
+        p.path().to_str().unwrap().to_owned(),
+        bin("core-agent").to_str().unwrap().to_owned(),
+        "--agents-dir".to_owned(),
+        agents.clone(),
+        "serve".to_owned(),
+    ];
+    let observed = run_scenario(&p, Sdk::Python, &scenario, &target, Some(agents));
+    let call = &observed.json["calls"][0];
+    assert!(
+        call["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("completed"),
+        "{call}\n{}",
+        observed.stderr
+    );
+    assert_eq!(
+        call["progress"],
+        json!([
+            {"progress": 1.0, "total": 3.0},
+            {"progress": 2.0, "total": 3.0},
+            {"progress": 3.0, "total": 3.0},
+        ]),
+        "{call}"
+    );
 }

@@ -150,7 +150,7 @@ pub(crate) fn mcp_tool(report: ToolReport) -> Tool {
 
 /// What a host error becomes for the client: an unknown tool is a protocol
 /// error (-32602); everything else is a tool error the model can read.
-fn refusal(e: &HostError) -> Result<CallToolResponse, ErrorData> {
+fn refusal(e: &HostError, elicits: bool) -> Result<CallToolResponse, ErrorData> {
     let text = match e {
         HostError::UnknownTool { .. } => {
             return Err(ErrorData::invalid_params(e.to_string(), None));
@@ -158,9 +158,15 @@ fn refusal(e: &HostError) -> Result<CallToolResponse, ErrorData> {
         HostError::Denied {
             unanswered_ask: true,
             ..
-        } => {
-            format!("{e} (core-agent asks through MCP elicitation; this client did not answer one)")
+        } if elicits => {
+            format!("{e} (core-agent asked through an MCP elicitation and the answer was not yes)")
         }
+        HostError::Denied {
+            unanswered_ask: true,
+            ..
+        } => format!(
+            "{e} (this client does not answer MCP elicitations, so core-agent could not ask)"
+        ),
         _ => e.to_string(),
     };
     Ok(complete(CallToolResult::error(vec![ContentBlock::text(
@@ -214,8 +220,8 @@ impl ServerHandler for McpSession {
         // `tools/list_changed` when it is ready.
         let host = &self.gateway.inner.host;
         if !host.all_started() {
-            let _ = tokio::time::timeout(self.gateway.inner.options.list_wait, host.wait_all())
-                .await;
+            let _ =
+                tokio::time::timeout(self.gateway.inner.options.list_wait, host.wait_all()).await;
         }
         let tools = self
             .gateway
@@ -309,7 +315,7 @@ impl ServerHandler for McpSession {
                     )),
                 }
             }
-            Err(e) => refusal(&e),
+            Err(e) => refusal(&e, elicits(&cx)),
         }
     }
 

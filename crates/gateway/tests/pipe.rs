@@ -204,7 +204,10 @@ async fn an_ask_is_an_elicitation_and_always_is_remembered_for_the_session() {
 
 #[tokio::test]
 async fn a_refused_ask_and_a_client_without_elicitation_get_tool_errors() {
-    for (answer, elicits, asks) in [("no", true, 1), ("yes", false, 0)] {
+    for (answer, elicits, asks, why) in [
+        ("no", true, 1, "the answer was not yes"),
+        ("yes", false, 0, "does not answer MCP elicitations"),
+    ] {
         let s = setup(TrustLevel::Creator, &[], answer, elicits).await;
         let result = s
             .client
@@ -214,7 +217,7 @@ async fn a_refused_ask_and_a_client_without_elicitation_get_tool_errors() {
         assert_eq!(result.is_error, Some(true), "{result:?}");
         let message = text(&result);
         assert!(message.contains("mcp:demo_add_note"), "{message}");
-        assert!(message.contains("elicitation"), "{message}");
+        assert!(message.contains(why), "{message}");
         assert_eq!(s.asked.load(Ordering::SeqCst), asks);
         s.client.cancel().await.unwrap();
         s.host.shutdown().await;
