@@ -51,7 +51,15 @@ pub enum SurveyError {
         /// The parser's message.
         message: String,
     },
-    /// The input is well-formed JSON but asks for something impossible.
+    /// JSON arguments do not fit the tool's input.
+    #[error("bad arguments for `{tool}`: {message}; see the tool's input schema")]
+    BadArguments {
+        /// The tool's name.
+        tool: &'static str,
+        /// What does not fit.
+        message: String,
+    },
+    /// The input asks for something impossible.
     #[error("{0}")]
     BadInput(String),
     /// Reading failed.

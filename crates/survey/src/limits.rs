@@ -1,7 +1,6 @@
 /// The bounds on what one operation returns. Counts past a bound are still
 /// counted (`total`, `count`), only the records are left out.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct Limits {
     /// `list_dir`: entries returned (default 1000).
     pub max_entries: usize,

@@ -81,7 +81,9 @@ impl Root {
                 Ok(real) => real.starts_with(&self.dir),
                 // Dangling (or a loop): judge the target as written.
                 Err(_) => match (std::fs::read_link(&at), at.parent()) {
-                    (Ok(target), Some(parent)) => normalize(&parent.join(target)).starts_with(&self.dir),
+                    (Ok(target), Some(parent)) => {
+                        normalize(&parent.join(target)).starts_with(&self.dir)
+                    }
                     _ => false,
                 },
             };
