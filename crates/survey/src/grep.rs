@@ -227,13 +227,11 @@ impl Search<'_> {
                 return;
             }
         }
-        let path = self.root.relative(entry.path());
         let mut sink = FileSink {
             matcher: &worker.matcher,
             max: self.max,
             max_chars: self.max_chars,
             cancel: self.cancel,
-            path: &path,
             lines: Vec::new(),
             records: 0,
             matched: 0,
@@ -253,8 +251,13 @@ impl Search<'_> {
         } else if sink.matched > 0 {
             found.total += sink.matched;
             found.matched_files += 1;
-            let (lines, records) = (sink.lines, sink.records);
-            found.add(path, lines, records, self.max);
+            // The path is written out only for a file that matched.
+            let path = self.root.relative(entry.path());
+            let mut lines = sink.lines;
+            for line in &mut lines {
+                line.path.clone_from(&path);
+            }
+            found.add(path, lines, sink.records, self.max);
         }
     }
 }
@@ -265,8 +268,7 @@ struct FileSink<'a> {
     max: usize,
     max_chars: usize,
     cancel: &'a Cancel,
-    path: &'a str,
-    /// The first `max` records.
+    /// The first `max` records, their paths still empty.
     lines: Vec<GrepLine>,
     /// Records in all.
     records: usize,
@@ -288,7 +290,7 @@ impl FileSink<'_> {
             None
         };
         self.lines.push(GrepLine {
-            path: self.path.to_owned(),
+            path: String::new(),
             line: number.unwrap_or(0),
             text: cut_line(line, focus, self.max_chars),
             context: !is_match,

@@ -2,7 +2,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::walk::{EntryType, walker};
+use crate::walk::{EntryType, keep_first, parallel, walker};
 use crate::{Cancel, Limits, Result, Root, SurveyError};
 
 /// The input of `list_dir`.
@@ -32,7 +32,7 @@ pub struct ListDirOutput {
 }
 
 /// One entry of a listing.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Entry {
     /// The path, relative to the root.
     pub path: String,
@@ -67,38 +67,42 @@ pub(crate) fn list_dir(
     }
 
     let max = limits.max_entries;
-    let mut kept: Vec<(Vec<u8>, Entry)> = Vec::new();
+    let mut builder = walker(&start);
+    builder.max_depth(Some(depth));
+    let states = parallel(
+        &builder,
+        cancel,
+        || (Vec::new(), 0_usize),
+        |(kept, total): &mut (Vec<(Vec<u8>, Entry)>, usize), entry| {
+            if entry.depth() == 0 {
+                return;
+            }
+            let kind = EntryType::of(entry.file_type());
+            let size = match kind {
+                EntryType::File => entry.metadata().ok().map(|m| m.len()),
+                _ => None,
+            };
+            let below = entry.path().strip_prefix(&start).unwrap_or(entry.path());
+            *total += 1;
+            kept.push((
+                sort_key(below, kind == EntryType::Dir),
+                Entry {
+                    path: root.relative(entry.path()),
+                    kind,
+                    size,
+                },
+            ));
+            keep_first(kept, max, false);
+        },
+    )?;
+    let mut kept = Vec::new();
     let mut total = 0;
-    for result in walker(&start).max_depth(Some(depth)).build() {
-        cancel.check()?;
-        // An unreadable directory is left out, as ripgrep does.
-        let Ok(entry) = result else { continue };
-        if entry.depth() == 0 {
-            continue;
-        }
-        let kind = EntryType::of(entry.file_type());
-        let size = match kind {
-            EntryType::File => entry.metadata().ok().map(|m| m.len()),
-            _ => None,
-        };
-        let below = entry.path().strip_prefix(&start).unwrap_or(entry.path());
-        total += 1;
-        kept.push((
-            sort_key(below, kind == EntryType::Dir),
-            Entry {
-                path: root.relative(entry.path()),
-                kind,
-                size,
-            },
-        ));
-        // Keep memory bounded on a deep listing: only the first `max` can be shown.
-        if kept.len() >= 2 * max.max(1024) {
-            kept.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            kept.truncate(max);
-        }
+    for (mut part, n) in states {
+        kept.append(&mut part);
+        total += n;
+        keep_first(&mut kept, max, false);
     }
-    kept.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    kept.truncate(max);
+    keep_first(&mut kept, max, true);
     Ok(ListDirOutput {
         path: root.relative(&start),
         truncated: kept.len() < total,
