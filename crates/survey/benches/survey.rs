@@ -9,7 +9,12 @@
 //! It is built once per run in a temp dir; the first timed runs warm the
 //! page cache, so every tool is measured reading from memory.
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout
+)]
 
 use std::fmt::Write as _;
 use std::hint::black_box;
@@ -17,9 +22,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use core_agent_survey::{
-    Cancel, GlobInput, GrepInput, Limits, ListDirInput, Root, Survey,
-};
+use core_agent_survey::{Cancel, GlobInput, GrepInput, Limits, ListDirInput, Root, Survey};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 /// A literal that a line in about 97 holds.
@@ -49,11 +52,28 @@ fn generate(root: &Path, files: usize) -> u64 {
             line_no += 1;
             let n = line_no;
             match n % 5 {
-                0 => writeln!(text, "fn item_{n}(x: u32) -> u32 {{ x.wrapping_mul({}) }}", n % 13),
-                1 => writeln!(text, "    // the quick brown fox jumps over the lazy dog {n}"),
-                2 => writeln!(text, "    let value_{n} = compute(&state, {}, \"label-{n}\");", n % 101),
-                3 => writeln!(text, "    if value > {n} {{ return Err(Error::TooLarge); }}"),
-                _ => writeln!(text, "    log::debug!(\"step {n} of the pipeline is done\");"),
+                0 => writeln!(
+                    text,
+                    "fn item_{n}(x: u32) -> u32 {{ x.wrapping_mul({}) }}",
+                    n % 13
+                ),
+                1 => writeln!(
+                    text,
+                    "    // the quick brown fox jumps over the lazy dog {n}"
+                ),
+                2 => writeln!(
+                    text,
+                    "    let value_{n} = compute(&state, {}, \"label-{n}\");",
+                    n % 101
+                ),
+                3 => writeln!(
+                    text,
+                    "    if value > {n} {{ return Err(Error::TooLarge); }}"
+                ),
+                _ => writeln!(
+                    text,
+                    "    log::debug!(\"step {n} of the pipeline is done\");"
+                ),
             }
             .unwrap();
             if n % 97 == 0 {
@@ -77,7 +97,10 @@ fn on_path(program: &str) -> bool {
 fn run(cmd: &mut Command) -> usize {
     let out = cmd.output().unwrap();
     // grep exits 1 when nothing matches; anything else is a broken baseline.
-    assert!(out.status.code().is_some_and(|c| c <= 1), "{cmd:?}: {out:?}");
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{cmd:?}: {out:?}"
+    );
     out.stdout.len()
 }
 
@@ -125,7 +148,11 @@ fn bench(c: &mut Criterion) {
         let out = baseline_cmd(pattern).output().unwrap();
         out.stdout.iter().filter(|&&b| b == b'\n').count()
     };
-    assert_eq!(literal.total, lines(LITERAL), "literal: survey vs {baseline}");
+    assert_eq!(
+        literal.total,
+        lines(LITERAL),
+        "literal: survey vs {baseline}"
+    );
     assert_eq!(regex.total, lines(REGEX), "regex: survey vs {baseline}");
 
     let summary = format!(
@@ -134,7 +161,10 @@ fn bench(c: &mut Criterion) {
         regex.total,
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
-    println!("\nsurvey bench tree: {}", summary.replace(['\n', '\t'], " "));
+    println!(
+        "\nsurvey bench tree: {}",
+        summary.replace(['\n', '\t'], " ")
+    );
     let criterion_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))

@@ -45,7 +45,7 @@ pub(crate) fn glob(
     Ok(GlobOutput {
         path: root.relative(&base),
         truncated: paths.len() < count,
-        paths,
+        paths: paths.into_iter().map(|(shown, _)| shown).collect(),
         count,
     })
 }
@@ -107,7 +107,8 @@ fn literal_prefix(pattern: &str) -> PathBuf {
 }
 
 /// The files and symlinks below `base` whose path relative to `base`
-/// matches `pattern`: the first `max`, sorted, and how many in all.
+/// matches `pattern`: the first `max` (as shown, relative to the root, and
+/// as they are), sorted, and how many in all.
 ///
 /// The directories the pattern starts with are walked into directly, as if
 /// given as `path` (so `target/*.o` lists a gitignored `target`), when they
@@ -118,7 +119,7 @@ pub(crate) fn matching(
     pattern: &str,
     max: usize,
     cancel: &Cancel,
-) -> Result<(Vec<String>, usize)> {
+) -> Result<(Vec<(String, PathBuf)>, usize)> {
     // `./src/*.rs` means `src/*.rs`: walked paths never start with `./`.
     let pattern = pattern.trim_start_matches("./");
     let matcher = compile(pattern)?;
@@ -137,7 +138,7 @@ pub(crate) fn matching(
             let below = entry.path().strip_prefix(base).unwrap_or(entry.path());
             if wanted && matcher.is_match(below) {
                 *count += 1;
-                paths.push(root.relative(entry.path()));
+                paths.push((root.relative(entry.path()), entry.path().to_path_buf()));
                 keep_first(paths, max, false);
             }
         },

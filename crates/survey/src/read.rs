@@ -1,4 +1,5 @@
 use std::io::Read as _;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -82,22 +83,31 @@ pub(crate) fn read_many_files(
     input: &ReadManyFilesInput,
     cancel: &Cancel,
 ) -> Result<ReadManyFilesOutput> {
-    let (paths, count, from_glob) = match (&input.paths, &input.glob) {
-        (Some(paths), None) => (paths.clone(), paths.len(), false),
-        (None, Some(glob)) => {
-            let (paths, count) = matching(root, root.path(), glob, limits.max_files, cancel)?;
-            (paths, count, true)
-        }
-        _ => {
-            return Err(SurveyError::BadInput(
-                "give either `paths` (a list of files) or `glob` (a pattern), not both".into(),
-            ));
-        }
-    };
+    // Each file as given (or as shown, for a match), and its path.
+    let (paths, count, from_glob): (Vec<(String, PathBuf)>, _, _) =
+        match (&input.paths, &input.glob) {
+            (Some(paths), None) => (
+                paths
+                    .iter()
+                    .map(|p| (p.clone(), PathBuf::from(p)))
+                    .collect(),
+                paths.len(),
+                false,
+            ),
+            (None, Some(glob)) => {
+                let (paths, count) = matching(root, root.path(), glob, limits.max_files, cancel)?;
+                (paths, count, true)
+            }
+            _ => {
+                return Err(SurveyError::BadInput(
+                    "give either `paths` (a list of files) or `glob` (a pattern), not both".into(),
+                ));
+            }
+        };
     // Refuse a path given outright that leaves the root before reading any.
     let mut resolved = Vec::with_capacity(paths.len().min(limits.max_files));
-    for path in paths.into_iter().take(limits.max_files) {
-        match root.resolve(&path) {
+    for (path, real) in paths.into_iter().take(limits.max_files) {
+        match root.resolve(&real) {
             Ok(abs) => resolved.push((path, Ok(abs))),
             Err(SurveyError::OutsideRoot { .. }) if from_glob => {
                 resolved.push((path, Err(SkipReason::OutsideRoot)));

@@ -50,12 +50,12 @@ impl Root {
     /// [`SurveyError::OutsideRoot`]. The path need not exist; an empty path
     /// is the root itself. The result is lexically normal (no `.` or `..`)
     /// and starts with [`Root::path`].
-    pub fn resolve(&self, path: &str) -> Result<PathBuf> {
+    pub fn resolve(&self, path: impl AsRef<Path>) -> Result<PathBuf> {
+        let given = path.as_ref();
         let outside = || SurveyError::OutsideRoot {
-            path: path.to_owned(),
+            path: given.to_string_lossy().into_owned(),
             root: self.dir.clone(),
         };
-        let given = Path::new(path);
         let mut abs = normalize(&self.dir.join(given));
         if !abs.starts_with(&self.dir) {
             // An absolute path may name the root through another spelling

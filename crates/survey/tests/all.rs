@@ -789,6 +789,24 @@ fn read_many_files_by_glob_bounds_each_file_and_the_total() {
     "#]],
     );
     check(
+        f.call(Tool::ReadManyFiles, json!({"glob": "bad*"})),
+        expect![[r#"
+            {
+              "files": [
+                {
+                  "path": "bad�name.txt",
+                  "bytes": 20,
+                  "truncated": false,
+                  "text": "hello non-utf8 name\n"
+                }
+              ],
+              "skipped": [],
+              "count": 1,
+              "omitted": 0
+            }
+        "#]],
+    );
+    check(
         f.call(Tool::ReadManyFiles, json!({"glob": "link_*"})),
         expect![[r##"
             {
