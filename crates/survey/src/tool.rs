@@ -56,9 +56,9 @@ impl Tool {
                  Binary and ignored files are skipped; very long lines are cut around the match."
             }
             Tool::ReadManyFiles => {
-                "Read several text files at once, given as `paths` or as a `glob`. \
-                 Each file's text is cut at 64 KiB, all of them at 512 KiB; binary files \
-                 are named in `skipped`."
+                "Read several text files at once, given as `paths` or as a `glob` (not both). \
+                 Each file's text is bounded (64 KiB by default) and so are all of them \
+                 together (512 KiB); binary and missing files are named in `skipped`."
             }
         }
     }
@@ -70,7 +70,9 @@ impl std::fmt::Display for Tool {
     }
 }
 
-/// The JSON schema of `tool`'s input (a JSON object, no other fields).
+/// The JSON schema of `tool`'s input: an object with `properties`,
+/// `required` and no other fields, and no `oneOf`/`anyOf`/`allOf` at the
+/// top (which model APIs refuse in a tool's schema).
 pub fn input_schema(tool: Tool) -> Value {
     let path = |what: &str| {
         json!({
@@ -135,17 +137,13 @@ pub fn input_schema(tool: Tool) -> Value {
                 "paths": {
                     "type": "array",
                     "items": { "type": "string" },
-                    "description": "The files, relative to the root"
+                    "description": "The files, relative to the root (give `paths` or `glob`, not both)"
                 },
                 "glob": {
                     "type": "string",
                     "description": "A glob relative to the root, instead of `paths`"
                 }
             },
-            "oneOf": [
-                { "required": ["paths"] },
-                { "required": ["glob"] }
-            ],
             "additionalProperties": false
         }),
     }

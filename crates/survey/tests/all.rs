@@ -1060,10 +1060,25 @@ fn each_schema_describes_its_input() {
             args[required.as_str().unwrap()] = sample(required.as_str().unwrap());
         }
         let err = f.survey.call(tool, args, &Cancel::new()).unwrap_err();
-        assert!(
-            matches!(err, SurveyError::BadArguments { .. }),
-            "{tool}: {err}"
-        );
+        let SurveyError::BadArguments { message, .. } = &err else {
+            panic!("{tool}: {err}");
+        };
+        // serde lists the fields it expects: the schema must name the same.
+        let mut expected: Vec<&str> = message
+            .split_once("expected ")
+            .unwrap()
+            .1
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .collect();
+        expected.sort_unstable();
+        let mut named: Vec<&str> = properties.keys().map(String::as_str).collect();
+        named.sort_unstable();
+        assert_eq!(named, expected, "{tool}");
+        for key in ["oneOf", "anyOf", "allOf"] {
+            assert!(schema.get(key).is_none(), "{tool}: {key}");
+        }
     }
 }
 
