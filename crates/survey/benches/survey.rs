@@ -8,6 +8,11 @@
 //! each, 50 to a directory, two levels deep: 20,000 files make ~200 MB.
 //! It is built once per run in a temp dir; the first timed runs warm the
 //! page cache, so every tool is measured reading from memory.
+//!
+//! Each pair is measured twice: by criterion, one after the other, and
+//! interleaved (the two sides taking turns for a few rounds, medians
+//! written to `survey_interleaved.tsv`), which holds up better when other
+//! work shares the machine.
 
 #![allow(
     missing_docs,
@@ -20,7 +25,7 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use core_agent_survey::{Cancel, GlobInput, GrepInput, Limits, ListDirInput, Root, Survey};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -31,6 +36,13 @@ const LITERAL: &str = "needle_in_haystack";
 const REGEX: &str = r"fn [a-z]+_[0-9]*7[0-9]\(";
 
 const FILE_BYTES: usize = 10 * 1024;
+/// Turns each pair takes in the interleaved measurement.
+const ROUNDS: usize = 15;
+
+fn median(times: &mut [f64]) -> f64 {
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
 
 fn files() -> usize {
     std::env::var("SURVEY_BENCH_FILES")
@@ -172,6 +184,75 @@ fn bench(c: &mut Criterion) {
     std::fs::create_dir_all(&criterion_dir).unwrap();
     std::fs::write(criterion_dir.join("survey_tree.tsv"), summary).unwrap();
 
+    // The same pairs taking turns, so a change in the machine's load hits
+    // both sides alike: `name ours_median_ns baseline_median_ns`.
+    let rs = GlobInput {
+        pattern: "**/*.rs".into(),
+        path: None,
+    };
+    let whole = ListDirInput {
+        path: None,
+        depth: Some(16),
+    };
+    type Job<'a> = Box<dyn Fn() + 'a>;
+    let pairs: Vec<(&str, Job<'_>, Job<'_>)> = vec![
+        (
+            "grep_literal",
+            Box::new(|| {
+                black_box(survey.grep(&grep_input(LITERAL), &cancel).unwrap());
+            }),
+            Box::new(|| {
+                black_box(run(&mut baseline_cmd(LITERAL)));
+            }),
+        ),
+        (
+            "grep_regex",
+            Box::new(|| {
+                black_box(survey.grep(&grep_input(REGEX), &cancel).unwrap());
+            }),
+            Box::new(|| {
+                black_box(run(&mut baseline_cmd(REGEX)));
+            }),
+        ),
+        (
+            "list_dir",
+            Box::new(|| {
+                black_box(survey.list_dir(&whole, &cancel).unwrap());
+            }),
+            Box::new(|| {
+                black_box(run(Command::new("find").arg(root)));
+            }),
+        ),
+        (
+            "glob",
+            Box::new(|| {
+                black_box(survey.glob(&rs, &cancel).unwrap());
+            }),
+            Box::new(|| {
+                black_box(run(Command::new("find").arg(root).args(["-name", "*.rs"])));
+            }),
+        ),
+    ];
+    let mut table = String::new();
+    for (name, ours, theirs) in &pairs {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for round in 0..ROUNDS {
+            // Alternate who goes first.
+            let order: [(&Job<'_>, &mut Vec<f64>); 2] = if round % 2 == 0 {
+                [(ours, &mut a), (theirs, &mut b)]
+            } else {
+                [(theirs, &mut b), (ours, &mut a)]
+            };
+            for (job, times) in order {
+                let started = Instant::now();
+                job();
+                times.push(started.elapsed().as_nanos() as f64);
+            }
+        }
+        writeln!(table, "{name}\t{}\t{}", median(&mut a), median(&mut b)).unwrap();
+    }
+    std::fs::write(criterion_dir.join("survey_interleaved.tsv"), table).unwrap();
+
     let mut group = c.benchmark_group("survey_grep");
     group
         .sample_size(10)
@@ -196,20 +277,12 @@ fn bench(c: &mut Criterion) {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    let whole = ListDirInput {
-        path: None,
-        depth: Some(16),
-    };
     group.bench_function("list_dir", |b| {
         b.iter(|| black_box(survey.list_dir(&whole, &cancel).unwrap().total))
     });
     group.bench_function("find", |b| {
         b.iter(|| black_box(run(Command::new("find").arg(root))))
     });
-    let rs = GlobInput {
-        pattern: "**/*.rs".into(),
-        path: None,
-    };
     group.bench_function("glob", |b| {
         b.iter(|| black_box(survey.glob(&rs, &cancel).unwrap().count))
     });

@@ -1,4 +1,4 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -69,29 +69,28 @@ pub(crate) fn list_dir(
     let max = limits.max_entries;
     let mut builder = walker(&start);
     builder.max_depth(Some(depth));
+    // Sizes are read (one stat each) only for the entries shown, after the
+    // walk: on a large tree, most of a listing's time would go there.
     let states = parallel(
         &builder,
         cancel,
         || (Vec::new(), 0_usize),
-        |(kept, total): &mut (Vec<(Vec<u8>, Entry)>, usize), entry| {
+        |(kept, total): &mut (Vec<Listed>, usize), entry| {
             if entry.depth() == 0 {
                 return;
             }
             let kind = EntryType::of(entry.file_type());
-            let size = match kind {
-                EntryType::File => entry.metadata().ok().map(|m| m.len()),
-                _ => None,
-            };
             let below = entry.path().strip_prefix(&start).unwrap_or(entry.path());
             *total += 1;
-            kept.push((
-                sort_key(below, kind == EntryType::Dir),
-                Entry {
+            kept.push(Listed {
+                key: sort_key(below, kind == EntryType::Dir),
+                entry: Entry {
                     path: root.relative(entry.path()),
                     kind,
-                    size,
+                    size: None,
                 },
-            ));
+                abs: entry.path().to_path_buf(),
+            });
             keep_first(kept, max, false);
         },
     )?;
@@ -103,12 +102,28 @@ pub(crate) fn list_dir(
         keep_first(&mut kept, max, false);
     }
     keep_first(&mut kept, max, true);
+    let mut entries = Vec::with_capacity(kept.len());
+    for Listed { mut entry, abs, .. } in kept {
+        cancel.check()?;
+        if entry.kind == EntryType::File {
+            entry.size = std::fs::symlink_metadata(&abs).ok().map(|m| m.len());
+        }
+        entries.push(entry);
+    }
     Ok(ListDirOutput {
         path: root.relative(&start),
-        truncated: kept.len() < total,
-        entries: kept.into_iter().map(|(_, e)| e).collect(),
+        truncated: entries.len() < total,
+        entries,
         total,
     })
+}
+
+/// An entry on its way to the listing, ordered by `key` (see [`sort_key`]).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Listed {
+    key: Vec<u8>,
+    entry: Entry,
+    abs: PathBuf,
 }
 
 /// A byte string whose order is the listing's: per component, a class byte
