@@ -88,7 +88,7 @@ fn generate(root: &Path, files: usize) -> u64 {
                 ),
             }
             .unwrap();
-            if n % 97 == 0 {
+            if n.is_multiple_of(97) {
                 writeln!(text, "    // {LITERAL} {n}").unwrap();
             }
         }
@@ -238,7 +238,7 @@ fn bench(c: &mut Criterion) {
         let (mut a, mut b) = (Vec::new(), Vec::new());
         for round in 0..ROUNDS {
             // Alternate who goes first.
-            let order: [(&Job<'_>, &mut Vec<f64>); 2] = if round % 2 == 0 {
+            let order: [(&Job<'_>, &mut Vec<f64>); 2] = if round.is_multiple_of(2) {
                 [(ours, &mut a), (theirs, &mut b)]
             } else {
                 [(theirs, &mut b), (ours, &mut a)]

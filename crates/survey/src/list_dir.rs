@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn directories_first_then_names_then_their_entries() {
-        let mut paths = vec![
+        let mut paths = [
             ("b.txt", false),
             ("a", true),
             ("a/z.txt", false),
