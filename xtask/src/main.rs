@@ -7,11 +7,13 @@
 //! - `conformance`: the official MCP client conformance scenarios against
 //!   `crates/mcp-transport/examples/conformance_client.rs`.
 //! - `ci`: `test`, then clippy with `-D warnings` and `cargo fmt --check`.
-//! - `bench [digest|host]`: the criterion benchmarks (all of them, or the
-//!   one named), then each one's ratios against the baselines measured in
-//!   the same run: the digest's time beside parsing the same bytes; the
+//! - `bench [digest|host|survey]`: the criterion benchmarks (all of them, or
+//!   the one named), then each one's ratios against the baselines measured
+//!   in the same run: the digest's time beside parsing the same bytes; the
 //!   host's calls per second beside a bare rmcp client's on the same server,
-//!   the latency it adds, and the catalog rebuild time.
+//!   the latency it adds, and the catalog rebuild time; the survey tools'
+//!   times beside `rg` (or `grep -r`) and `find` on the same generated tree
+//!   (`SURVEY_BENCH_FILES` files of ~10 KB, default 5,000).
 //! - `fuzz digest [--seconds N]`: the pruner's mutation fuzzer (std only, so
 //!   it runs on the stable toolchain), for N seconds (default 60).
 
@@ -41,7 +43,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <deps|test|conformance|ci|bench [digest|host]|fuzz digest [--seconds N]> [-- cargo test args]"
+            "usage: cargo xtask <deps|test|conformance|ci|bench [digest|host|survey]|fuzz digest [--seconds N]> [-- cargo test args]"
                 .to_owned(),
         ),
     };
@@ -316,7 +318,11 @@ fn strip_ansi(s: &str) -> String {
 type Bench = fn() -> Result<()>;
 
 /// The benchmarks `cargo xtask bench` knows, in the order it runs them.
-const BENCHES: &[(&str, Bench)] = &[("digest", bench_digest), ("host", bench_host)];
+const BENCHES: &[(&str, Bench)] = &[
+    ("digest", bench_digest),
+    ("host", bench_host),
+    ("survey", bench_survey),
+];
 
 /// Runs the criterion benchmarks (`which`, or all of them) and prints each
 /// one's ratios against the baselines measured in the same run.
@@ -549,6 +555,115 @@ fn bench_host() -> Result<()> {
     ] {
         let mean = ns("host_catalog", bench, "mean")?;
         println!("  {:>10.1} µs  {name}", mean / 1e3);
+    }
+    Ok(())
+}
+
+/// `grep` may take at most this many times ripgrep's time.
+const SURVEY_MAX_RG_RATIO: f64 = 1.5;
+
+/// Runs the survey benchmark and prints each tool's time beside the
+/// command-line tool's on the same tree.
+fn bench_survey() -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args(["bench", "-p", "core-agent-survey", "--bench", "survey"]);
+    run(cmd, "cargo bench")?;
+    let dir = criterion_dir();
+    let tree_path = dir.join("survey_tree.tsv");
+    let tree = read(&tree_path)?;
+    let field = |name: &str| {
+        tree.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix('\t'))
+            .unwrap_or("?")
+            .to_owned()
+    };
+    let baseline = field("baseline");
+    let mb = field("bytes").parse::<f64>().map_or(0.0, |b| b / 1e6);
+    println!(
+        "\nsurvey vs {baseline} and find on {} files, {mb:.0} MB, {} threads \
+         (literal: {} matching lines, regex: {}); means, page cache warm",
+        field("files"),
+        field("threads"),
+        field("literal_matches"),
+        field("regex_matches")
+    );
+    println!(
+        "\ncriterion: one after the other (means)\n{:<22} {:>10} {:>12} {:>8}   target",
+        "", "survey ms", "baseline ms", "ratio"
+    );
+    let rows = [
+        (
+            "survey_grep",
+            "literal",
+            "baseline_literal",
+            "grep, literal",
+        ),
+        ("survey_grep", "regex", "baseline_regex", "grep, regex"),
+        ("survey_walk", "list_dir", "find", "list_dir vs find"),
+        ("survey_walk", "glob", "find_name", "glob vs find -name"),
+    ];
+    for (group, ours, theirs, label) in rows {
+        let mean = |bench: &str| {
+            estimate(&dir, group, bench, "mean").ok_or_else(|| {
+                format!(
+                    "no mean for {group}/{bench} in {}; did the benchmark run?",
+                    dir.display()
+                )
+            })
+        };
+        let (ours, theirs) = (mean(ours)?, mean(theirs)?);
+        let ratio = ours / theirs;
+        let target = if group == "survey_grep" && baseline == "rg" {
+            let verdict = if ratio <= SURVEY_MAX_RG_RATIO {
+                "ok"
+            } else {
+                "MISSED"
+            };
+            format!("<= {SURVEY_MAX_RG_RATIO} x rg {verdict}")
+        } else {
+            String::new()
+        };
+        println!(
+            "{label:<22} {:>10.1} {:>12.1} {ratio:>8.2}   {target}",
+            ours / 1e6,
+            theirs / 1e6
+        );
+    }
+    // The same pairs taking turns, written by the bench: `name ours theirs`
+    // (medians, ns).
+    let path = dir.join("survey_interleaved.tsv");
+    let text = read(&path)?;
+    println!("\ninterleaved: each pair takes turns, so a change in load hits both sides (medians)");
+    for line in text.lines() {
+        let mut fields = line.split('\t');
+        let (Some(name), Some(ours), Some(theirs)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let (Ok(ours), Ok(theirs)) = (ours.parse::<f64>(), theirs.parse::<f64>()) else {
+            continue;
+        };
+        let ratio = ours / theirs;
+        let target = if name.starts_with("grep") && baseline == "rg" {
+            let verdict = if ratio <= SURVEY_MAX_RG_RATIO {
+                "ok"
+            } else {
+                "MISSED"
+            };
+            format!("<= {SURVEY_MAX_RG_RATIO} x rg {verdict}")
+        } else {
+            String::new()
+        };
+        println!(
+            "{name:<22} {:>10.1} {:>12.1} {ratio:>8.2}   {target}",
+            ours / 1e6,
+            theirs / 1e6
+        );
+    }
+    if baseline != "rg" {
+        println!(
+            "\n(rg is not on PATH: grep is measured against grep -r, which is single-threaded and ignores .gitignore)"
+        );
     }
     Ok(())
 }
