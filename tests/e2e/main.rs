@@ -17,6 +17,7 @@ mod digest;
 mod doctor;
 mod edges;
 mod gate;
+mod gateway_load;
 mod lifecycle;
 mod policy;
 mod real;
