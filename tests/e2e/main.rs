@@ -18,6 +18,7 @@ mod doctor;
 mod edges;
 mod gate;
 mod gateway_clients;
+mod gateway_load;
 mod lifecycle;
 mod policy;
 mod real;

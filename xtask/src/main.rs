@@ -7,13 +7,15 @@
 //! - `conformance`: the official MCP client conformance scenarios against
 //!   `crates/mcp-transport/examples/conformance_client.rs`.
 //! - `ci`: `test`, then clippy with `-D warnings` and `cargo fmt --check`.
-//! - `bench [digest|host|survey]`: the criterion benchmarks (all of them, or
-//!   the one named), then each one's ratios against the baselines measured
-//!   in the same run: the digest's time beside parsing the same bytes; the
-//!   host's calls per second beside a bare rmcp client's on the same server,
-//!   the latency it adds, and the catalog rebuild time; the survey tools'
-//!   times beside `rg` (or `grep -r`) and `find` on the same generated tree
-//!   (`SURVEY_BENCH_FILES` files of ~10 KB, default 5,000).
+//! - `bench [digest|host|gateway|survey]`: the criterion benchmarks (all of
+//!   them, or the one named), then each one's ratios against the baselines
+//!   measured in the same run: the digest's time beside parsing the same
+//!   bytes; the host's calls per second beside a bare rmcp client's on the
+//!   same server, the latency it adds, and the catalog rebuild time; the
+//!   gateway's (over stdio and HTTP) beside the same bare client, and 100
+//!   HTTP sessions × 50 calls; the survey tools' times beside `rg` (or
+//!   `grep -r`) and `find` on the same generated tree (`SURVEY_BENCH_FILES`
+//!   files of ~10 KB, default 5,000).
 //! - `fuzz digest [--seconds N]`: the pruner's mutation fuzzer (std only, so
 //!   it runs on the stable toolchain), for N seconds (default 60).
 
@@ -43,7 +45,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <deps|test|conformance|ci|bench [digest|host|survey]|fuzz digest [--seconds N]> [-- cargo test args]"
+            "usage: cargo xtask <deps|test|conformance|ci|bench [digest|host|gateway|survey]|fuzz digest [--seconds N]> [-- cargo test args]"
                 .to_owned(),
         ),
     };
@@ -321,6 +323,7 @@ type Bench = fn() -> Result<()>;
 const BENCHES: &[(&str, Bench)] = &[
     ("digest", bench_digest),
     ("host", bench_host),
+    ("gateway", bench_gateway),
     ("survey", bench_survey),
 ];
 
@@ -556,6 +559,141 @@ fn bench_host() -> Result<()> {
         let mean = ns("host_catalog", bench, "mean")?;
         println!("  {:>10.1} µs  {name}", mean / 1e3);
     }
+    Ok(())
+}
+
+/// The gateway may add at most this much to a call's median latency over
+/// stdio, in µs.
+const GATEWAY_STDIO_ADDED_US: f64 = 100.0;
+/// … and over streamable HTTP, in µs.
+const GATEWAY_HTTP_ADDED_US: f64 = 500.0;
+/// 100 HTTP sessions × 50 calls: the 99th percentile call, at most, in ms.
+const GATEWAY_LOAD_P99_MS: f64 = 50.0;
+
+/// Runs the gateway benchmark and prints, for the gateway over stdio and
+/// over HTTP, calls per second as a share of a bare rmcp client's on the
+/// same server and the latency added (p50, p99), then the 100-session load.
+fn bench_gateway() -> Result<()> {
+    let mut cmd = cargo();
+    cmd.args(["bench", "-p", "core-agent-gateway", "--bench", "gateway"]);
+    run(cmd, "cargo bench")?;
+    let dir = criterion_dir();
+    let ns = |group: &str, bench: &str, statistic: &str| {
+        estimate(&dir, group, bench, statistic).ok_or_else(|| {
+            format!(
+                "no {statistic} for {group}/{bench} in {}; did the benchmark run?",
+                dir.display()
+            )
+        })
+    };
+    let verdict = |ok: bool| if ok { "ok" } else { "MISSED" };
+    // The baseline first; `host` is the host's session without the gateway
+    // and `hop` one in-process MCP hop alone, shown to split the cost
+    // (`stdio` ≈ `host` + `hop`).
+    let paths = [
+        ("bare", "bare rmcp client"),
+        ("host", "host session only"),
+        ("hop", "one MCP hop alone"),
+        ("stdio", "gateway, stdio"),
+        ("http", "gateway, HTTP"),
+    ];
+    let limit = |bench: &str| match bench {
+        "stdio" => Some(GATEWAY_STDIO_ADDED_US),
+        "http" => Some(GATEWAY_HTTP_ADDED_US),
+        _ => None,
+    };
+
+    println!(
+        "\ngateway vs a bare rmcp client on the same server (divide), in one run (other load on the machine shows as noise)"
+    );
+    println!("\ncriterion: each path measured in turn (the means; medians for latency)");
+    for (group, label) in [
+        ("gateway_sequential", "sequential"),
+        ("gateway_concurrent", "4 in flight"),
+    ] {
+        println!("\n{label:<24} {:>10} {:>10}", "calls/s", "vs bare");
+        let bare = ns(group, "bare", "mean")?;
+        for (bench, name) in paths {
+            let mean = ns(group, bench, "mean")?;
+            println!("  {name:<22} {:>10.0} {:>10.3}", 1e9 / mean, bare / mean);
+        }
+    }
+    println!(
+        "\n{:<24} {:>10} {:>10}   target",
+        "sequential, median", "µs/call", "added µs"
+    );
+    let bare = ns("gateway_sequential", "bare", "median")?;
+    for (bench, name) in paths {
+        let median = ns("gateway_sequential", bench, "median")?;
+        let added = (median - bare) / 1e3;
+        let target = limit(bench)
+            .map(|l| format!("< {l} {}", verdict(added < l)))
+            .unwrap_or_default();
+        println!(
+            "  {name:<22} {:>10.1} {added:>10.1}   {target}",
+            median / 1e3
+        );
+    }
+
+    // Written by the bench: `mode path calls mean_ns p50_ns p99_ns`.
+    let path = dir.join("gateway_interleaved.tsv");
+    let text = read(&path)?;
+    let rows: Vec<(&str, &str, [f64; 4])> = text
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split('\t');
+            let (mode, bench) = (fields.next()?, fields.next()?);
+            let mut numbers = [0.0; 4];
+            for n in &mut numbers {
+                *n = fields.next()?.parse().ok()?;
+            }
+            Some((mode, bench, numbers))
+        })
+        .collect();
+    let row = |mode: &str, bench: &str| {
+        rows.iter()
+            .find(|(m, b, _)| *m == mode && *b == bench)
+            .map(|(_, _, numbers)| *numbers)
+            .ok_or_else(|| format!("no {mode} {bench} row in {}", path.display()))
+    };
+    println!(
+        "\ninterleaved: the paths take turns every 50 calls, so a change in load hits them alike; percentiles of every call"
+    );
+    for (mode, label) in [("sequential", "sequential"), ("concurrent", "4 in flight")] {
+        println!(
+            "\n{label:<24} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}   target (added p50)",
+            "calls", "calls/s", "vs bare", "p50 µs", "added µs", "p99 µs", "added µs"
+        );
+        let [_, _, bare_p50, bare_p99] = row(mode, "bare")?;
+        let [_, bare_mean, _, _] = row(mode, "bare")?;
+        for (bench, name) in paths {
+            let [calls, mean, p50, p99] = row(mode, bench)?;
+            let added = (p50 - bare_p50) / 1e3;
+            let target = match (limit(bench), mode) {
+                (Some(l), "sequential") => format!("< {l} µs {}", verdict(added < l)),
+                _ => String::new(),
+            };
+            println!(
+                "  {name:<22} {calls:>7} {:>10.0} {:>10.3} {:>10.1} {added:>10.1} {:>10.1} {:>10.1}   {target}",
+                1e9 / mean,
+                bare_mean / mean,
+                p50 / 1e3,
+                p99 / 1e3,
+                (p99 - bare_p99) / 1e3
+            );
+        }
+    }
+
+    let [calls, total, p50, p99] = row("sessions", "http")?;
+    let p99_ms = p99 / 1e6;
+    println!("\n100 HTTP sessions × 50 calls, all started together");
+    println!(
+        "  {calls} calls in {:.2} s ({:.0} calls/s); per call p50 {:.2} ms, p99 {p99_ms:.2} ms   target p99 < {GATEWAY_LOAD_P99_MS} ms {}",
+        total / 1e9,
+        calls / (total / 1e9),
+        p50 / 1e6,
+        verdict(p99_ms < GATEWAY_LOAD_P99_MS)
+    );
     Ok(())
 }
 

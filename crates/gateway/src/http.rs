@@ -11,9 +11,11 @@ use axum::extract::{Path, Query, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use core_agent_host::UsageReport;
 use core_agent_mcp_config::TrustLevel;
+use futures::StreamExt;
 use http::{HeaderValue, StatusCode, header};
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
@@ -107,8 +109,9 @@ impl Gateway {
     }
 
     /// Serves HTTP on `listener` until `shutdown` resolves; then stops
-    /// accepting, lets the calls in flight finish (at most `drain`),
-    /// closes the client sessions and returns. The backends keep running:
+    /// accepting, lets the calls in flight finish and their answers reach
+    /// their clients (at most `drain`), closes the client sessions and
+    /// returns. The backends keep running:
     /// stop them with [`core_agent_host::Host::shutdown`].
     pub async fn serve_http(
         &self,
@@ -123,6 +126,14 @@ impl Gateway {
         let closing = stop.clone();
         let done = CancellationToken::new();
         let finished = done.clone();
+        // Answers go out as several small writes (headers, then SSE events):
+        // with Nagle's algorithm on, each waits for the client's delayed ACK,
+        // some 40 ms per call on a kept-alive connection.
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
         let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
             shutdown.await;
             // Stop accepting now; close the sessions once their calls ended.
@@ -212,8 +223,12 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         }
     }
     let deleting = request.method() == http::Method::DELETE;
+    let posting = request.method() == http::Method::POST;
     request.extensions_mut().insert(caller.clone());
-    let response = next.run(request).await;
+    let mut response = next.run(request).await;
+    if posting && is_event_stream(&response) {
+        response = draining_waits_for(response, &state.gateway);
+    }
     if let Ok(mut owners) = state.owners.lock() {
         match &session {
             None => {
@@ -232,6 +247,29 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         }
     }
     response
+}
+
+/// Whether `response` streams server-sent events (a request's answer,
+/// when it is a POST).
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// `response`, counted by the drain until its body has been sent (or its
+/// client went away): a call's handler returns before its answer is
+/// written, and closing the sessions then would lose the answer.
+fn draining_waits_for(response: Response, gateway: &Gateway) -> Response {
+    let answering = gateway.inner.registry.answer_started();
+    response.map(|body| {
+        axum::body::Body::from_stream(body.into_data_stream().map(move |chunk| {
+            let _sending = &answering;
+            chunk
+        }))
+    })
 }
 
 fn problem(status: StatusCode, message: &str) -> Response {

@@ -59,11 +59,15 @@ impl Record {
     }
 }
 
-/// Every session the gateway has served, and the calls in flight.
+/// Every session the gateway has served, the calls in flight, and the
+/// HTTP answers still being streamed to their clients.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     sessions: Mutex<VecDeque<Arc<Record>>>,
     in_flight: AtomicUsize,
+    /// Streamed HTTP answers (a call's SSE response) not yet fully sent: a
+    /// call's handler returns before its answer reaches the client.
+    answering: AtomicUsize,
     idle: tokio::sync::Notify,
 }
 
@@ -131,7 +135,14 @@ impl Registry {
     /// Counts a call in flight until the guard drops.
     pub(crate) fn call_started(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
-        InFlight(self.clone())
+        InFlight(self.clone(), Counter::Calls)
+    }
+
+    /// Counts a streamed HTTP answer until the guard drops (when its body
+    /// has been sent, or its client went away).
+    pub(crate) fn answer_started(self: &Arc<Self>) -> InFlight {
+        self.answering.fetch_add(1, Ordering::SeqCst);
+        InFlight(self.clone(), Counter::Answers)
     }
 
     /// Calls in flight now.
@@ -139,13 +150,13 @@ impl Registry {
         self.in_flight.load(Ordering::SeqCst)
     }
 
-    /// Waits until no call is in flight, or `limit` has passed; the calls
-    /// still in flight then.
+    /// Waits until no call is in flight and every streamed answer has been
+    /// sent, or `limit` has passed; the calls still in flight then.
     pub(crate) async fn drain(&self, limit: Duration) -> usize {
         let wait = async {
             loop {
                 let idle = self.idle.notified();
-                if self.in_flight() == 0 {
+                if self.in_flight() == 0 && self.answering.load(Ordering::SeqCst) == 0 {
                     return;
                 }
                 idle.await;
@@ -156,13 +167,24 @@ impl Registry {
     }
 }
 
-/// One call in flight.
+/// What an [`InFlight`] counts.
+#[derive(Debug, Clone, Copy)]
+enum Counter {
+    Calls,
+    Answers,
+}
+
+/// One call in flight, or one streamed answer being sent.
 #[derive(Debug)]
-pub(crate) struct InFlight(Arc<Registry>);
+pub(crate) struct InFlight(Arc<Registry>, Counter);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+        let counter = match self.1 {
+            Counter::Calls => &self.0.in_flight,
+            Counter::Answers => &self.0.answering,
+        };
+        if counter.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.idle.notify_waiters();
         }
     }
@@ -208,6 +230,21 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished());
         drop(second);
+        assert_eq!(waiter.await.unwrap_or(99), 0);
+    }
+
+    #[tokio::test]
+    async fn drain_waits_for_the_answer_after_the_call() {
+        let registry = Arc::new(Registry::default());
+        let call = registry.call_started();
+        let answer = registry.answer_started();
+        let r = registry.clone();
+        let waiter = tokio::spawn(async move { r.drain(Duration::from_secs(30)).await });
+        drop(call);
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished(), "the answer is still on its way");
+        assert_eq!(registry.in_flight(), 0, "answers are not calls");
+        drop(answer);
         assert_eq!(waiter.await.unwrap_or(99), 0);
     }
 }

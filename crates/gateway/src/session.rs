@@ -27,6 +27,11 @@ pub(crate) struct McpSession {
     /// from each HTTP request's extensions.
     fixed: Option<Caller>,
     live: OnceLock<Live>,
+    /// The catalog's changes, watched from the session's creation (before
+    /// the client can list the tools) until `on_initialized` starts the
+    /// watcher: that runs as a task of its own, after the client may have
+    /// listed, and a change in between would never be told.
+    changes: Mutex<Option<tokio::sync::watch::Receiver<u64>>>,
     /// Forwards `tools/list_changed` to the client while the session lives.
     watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -48,10 +53,13 @@ impl std::fmt::Debug for McpSession {
 
 impl McpSession {
     pub(crate) fn new(gateway: Gateway, fixed: Option<Caller>) -> McpSession {
+        let mut changes = gateway.inner.host.subscribe();
+        changes.borrow_and_update();
         McpSession {
             gateway,
             fixed,
             live: OnceLock::new(),
+            changes: Mutex::new(Some(changes)),
             watcher: Mutex::new(None),
         }
     }
@@ -320,8 +328,12 @@ impl ServerHandler for McpSession {
     }
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {
-        let mut changes = self.gateway.inner.host.subscribe();
-        changes.borrow_and_update();
+        let watched = self.changes.lock().ok().and_then(|mut c| c.take());
+        let mut changes = watched.unwrap_or_else(|| {
+            let mut changes = self.gateway.inner.host.subscribe();
+            changes.borrow_and_update();
+            changes
+        });
         let peer = cx.peer.clone();
         let task = tokio::spawn(async move {
             while changes.changed().await.is_ok() {
