@@ -21,6 +21,7 @@ mod gateway_clients;
 mod lifecycle;
 mod policy;
 mod real;
+mod survey;
 mod third_party;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};

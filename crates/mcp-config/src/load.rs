@@ -816,8 +816,16 @@ mod tests {
 
     #[test]
     fn the_survey_switch_is_read_and_the_higher_file_wins() {
-        let high = parse_at("high.json", Scope::Project, r#"{"survey": false, "servers": {}}"#);
-        let low = parse_at("low.json", Scope::User, r#"{"survey": true, "servers": {}}"#);
+        let high = parse_at(
+            "high.json",
+            Scope::Project,
+            r#"{"survey": false, "servers": {}}"#,
+        );
+        let low = parse_at(
+            "low.json",
+            Scope::User,
+            r#"{"survey": true, "servers": {}}"#,
+        );
         assert_eq!(high.survey.as_ref().map(|s| s.value), Some(false));
         let config = merged(vec![high, low]);
         let survey = config.survey.unwrap();
