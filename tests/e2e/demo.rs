@@ -26,13 +26,17 @@ fn tools_json_lists_the_namespaced_catalog() {
             "record_plan",
             "wait_and_verify",
             "retrieve_raw",
+            "list_dir",
+            "glob",
+            "grep",
+            "read_many_files",
             "demo_add_note",
             "demo_divide",
             "demo_list_inventory",
             "demo_lookup_item"
         ]
     );
-    let divide = &tools[4];
+    let divide = &tools[8];
     let keys: Vec<&str> = divide
         .as_object()
         .unwrap()
@@ -58,7 +62,7 @@ fn tools_json_lists_the_namespaced_catalog() {
         serde_json::json!(["creator", "agent", "user", "public"])
     );
     assert_eq!(
-        tools[3]["read_only"], false,
+        tools[7]["read_only"], false,
         "add_note is annotated mutating"
     );
     assert_eq!(

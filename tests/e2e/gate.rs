@@ -240,6 +240,10 @@ fn trust_levels_hide_destructive_tools() {
             "record_plan",
             "wait_and_verify",
             "retrieve_raw",
+            "list_dir",
+            "glob",
+            "grep",
+            "read_many_files",
             "fs_create_directory",
             "fs_directory_tree",
             "fs_get_file_info",
@@ -265,8 +269,8 @@ fn trust_levels_hide_destructive_tools() {
     );
     assert_eq!(
         server["tools"].as_u64().unwrap() as usize,
-        public.len() - 3,
-        "minus the three built-ins"
+        public.len() - 7,
+        "minus the seven built-ins (three host tools, four survey tools)"
     );
 
     let run = p.run(&[
@@ -327,12 +331,16 @@ fn allowlists_notes_and_limits_shape_the_catalog() {
             "record_plan",
             "wait_and_verify",
             "retrieve_raw",
+            "list_dir",
+            "glob",
+            "grep",
+            "read_many_files",
             "demo_divide",
             "demo_list_inventory"
         ]
     );
     assert_eq!(
-        tools[3]["description"],
+        tools[7]["description"],
         "Divide a by b. Fails when b is zero.\n\nUse for ratios only."
     );
     for line in [

@@ -22,6 +22,7 @@ mod gateway_load;
 mod lifecycle;
 mod policy;
 mod real;
+mod survey;
 mod third_party;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};

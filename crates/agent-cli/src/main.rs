@@ -34,7 +34,7 @@ use core_agent_digest::{SqliteStore, Store};
 use core_agent_gateway::GatewayOptions;
 use core_agent_host::{
     BatchLine, CallRequest, DoctorOptions, DoctorReport, Host, HostConfig, HostOptions,
-    OutcomeLine, Overrides, Session, SessionOptions, UsageReport, load_permissions,
+    OutcomeLine, Overrides, Session, SessionOptions, UsageReport, load_permissions, project_root,
 };
 use core_agent_mcp_config::{ConfigPaths, Dialect, NewServer, Scope, TrustLevel};
 use core_agent_mcp_policy::ServerSummary;
@@ -75,6 +75,10 @@ struct Global {
     /// Turn the digest of large MCP results off (and `retrieve_raw` with it).
     #[arg(long, global = true)]
     no_mcp_digest: bool,
+    /// Turn the survey tools (list_dir, glob, grep, read_many_files over the
+    /// project directory) off; `"survey": false` in mcp.json also does.
+    #[arg(long, global = true)]
+    no_survey: bool,
     /// Keep raw payloads and digest telemetry in this SQLite file (default: in memory).
     #[arg(long, global = true, value_name = "PATH")]
     session_db: Option<PathBuf>,
@@ -384,6 +388,8 @@ async fn run(cli: Cli) -> u8 {
         llm_model: cli.global.mcp_agentic_wrap_model.clone(),
         small_model: cli.global.agentic_small_model.clone(),
         cost_ceiling: cli.global.cost_ceiling,
+        no_survey: cli.global.no_survey,
+        survey_root: Some(project_root(&cli.global.agents_dir)),
     };
     let mut session = SessionOptions {
         trust_level: cli.global.trust_level.level(),

@@ -1,6 +1,8 @@
-//! The host tools beside the MCP tools: `record_plan`, `wait_and_verify`
-//! and `retrieve_raw`, each declared ([`HOST_TOOLS`]) so that calls to them go
-//! through the same pipeline as calls to a server's tools.
+//! The host tools beside the MCP tools: `record_plan`, `wait_and_verify`,
+//! `retrieve_raw` and the survey tools (`list_dir`, `glob`, `grep`,
+//! `read_many_files`, from `core-agent-survey`), each declared
+//! ([`HOST_TOOLS`]) so that calls to them go through the same pipeline as
+//! calls to a server's tools.
 
 use std::time::Duration;
 
@@ -16,8 +18,29 @@ pub const WAIT_AND_VERIFY: &str = "wait_and_verify";
 /// Gives back a digested result's raw payload (registered when the digest is on).
 pub const RETRIEVE_RAW: &str = "retrieve_raw";
 
-/// The names of the built-ins.
-pub(crate) const BUILTINS: [&str; 3] = [RECORD_PLAN, WAIT_AND_VERIFY, RETRIEVE_RAW];
+/// Lists a directory of the project (a survey tool).
+pub const LIST_DIR: &str = "list_dir";
+/// Finds the project's files matching a glob (a survey tool).
+pub const GLOB: &str = "glob";
+/// Searches the project's files for a regular expression (a survey tool).
+pub const GREP: &str = "grep";
+/// Reads several of the project's files (a survey tool).
+pub const READ_MANY_FILES: &str = "read_many_files";
+
+/// The server name the digest records for a host tool's results (what
+/// `retrieve_raw` checks a payload's producer against).
+pub(crate) const HOST_SERVER: &str = "builtin";
+
+/// The names of the built-ins: reserved, so no server's tool can take one.
+pub(crate) const BUILTINS: [&str; 7] = [
+    RECORD_PLAN,
+    WAIT_AND_VERIFY,
+    RETRIEVE_RAW,
+    LIST_DIR,
+    GLOB,
+    GREP,
+    READ_MANY_FILES,
+];
 
 /// A host tool's declaration: what the model is told, and what the call
 /// pipeline needs (class, gating, whether it exists without the digest).
@@ -37,38 +60,81 @@ pub struct HostTool {
     pub gated: bool,
     /// Whether it exists only while the digest is on.
     pub needs_digest: bool,
+    /// The survey operation it runs (it then exists only while the survey
+    /// tools are on).
+    pub survey: Option<core_agent_survey::Tool>,
+}
+
+/// A survey tool's declaration: read-only (plan-first never holds it
+/// back), gated under the `builtin` namespace, digested like a server's
+/// results.
+const fn survey_tool(tool: core_agent_survey::Tool, name: &'static str) -> HostTool {
+    HostTool {
+        name,
+        read_only: true,
+        gated: true,
+        needs_digest: false,
+        survey: Some(tool),
+    }
 }
 
 /// The host tools, in the order listings show them.
-pub const HOST_TOOLS: [HostTool; 3] = [
+pub const HOST_TOOLS: [HostTool; 7] = [
     HostTool {
         name: RECORD_PLAN,
         read_only: false,
         gated: false,
         needs_digest: false,
+        survey: None,
     },
     HostTool {
         name: WAIT_AND_VERIFY,
         read_only: false,
         gated: false,
         needs_digest: false,
+        survey: None,
     },
     HostTool {
         name: RETRIEVE_RAW,
         read_only: true,
         gated: true,
         needs_digest: true,
+        survey: None,
     },
+    survey_tool(core_agent_survey::Tool::ListDir, LIST_DIR),
+    survey_tool(core_agent_survey::Tool::Glob, GLOB),
+    survey_tool(core_agent_survey::Tool::Grep, GREP),
+    survey_tool(core_agent_survey::Tool::ReadManyFiles, READ_MANY_FILES),
 ];
 
-/// The host tool called `name`, if there is one (with the digest `digest_on` or off).
-pub fn host_tool(name: &str, digest_on: bool) -> Option<&'static HostTool> {
+/// The host tool called `name`, if there is one (with the digest
+/// `digest_on` or off, the survey tools `survey_on` or off).
+pub fn host_tool(name: &str, digest_on: bool, survey_on: bool) -> Option<&'static HostTool> {
     HOST_TOOLS
         .iter()
-        .find(|t| t.name == name && (digest_on || !t.needs_digest))
+        .find(|t| t.name == name && t.available(digest_on, survey_on))
+}
+
+impl HostTool {
+    /// Whether it exists with the digest `digest_on` or off, the survey
+    /// tools `survey_on` or off.
+    pub fn available(&self, digest_on: bool, survey_on: bool) -> bool {
+        (digest_on || !self.needs_digest) && (survey_on || self.survey.is_none())
+    }
 }
 
 pub(crate) fn report(tool: &HostTool) -> ToolReport {
+    if let Some(survey) = tool.survey {
+        return ToolReport {
+            name: tool.name.to_owned(),
+            server: None,
+            tool: tool.name.to_owned(),
+            description: survey.description().to_owned(),
+            input_schema: core_agent_survey::input_schema(survey),
+            read_only: tool.read_only,
+            trust_levels: vec!["creator", "agent", "user", "public"],
+        };
+    }
     let (description, schema) = match tool.name {
         RECORD_PLAN => (
             "Record your plan for this session before changing anything. With plan-first on (permissions.require_plan_artifact), tools that change state are refused until a plan is recorded.",
@@ -262,6 +328,19 @@ mod tests {
             }
             .holds(&structured)
         );
+    }
+
+    #[test]
+    fn survey_tools_are_declared_under_the_survey_crate_names() {
+        for tool in core_agent_survey::Tool::ALL {
+            let declared = host_tool(tool.name(), false, true).unwrap();
+            assert_eq!(declared.survey, Some(tool));
+            assert!(declared.read_only && declared.gated && !declared.needs_digest);
+            assert_eq!(host_tool(tool.name(), true, false), None);
+            let report = report(declared);
+            assert_eq!(report.description, tool.description());
+            assert_eq!(report.input_schema, core_agent_survey::input_schema(tool));
+        }
     }
 
     #[test]

@@ -165,10 +165,18 @@ impl From<&Limits> for LimitsReport {
 /// Builds the report. Placeholders are expanded from the process
 /// environment and the project's `.env` only to decide what to mask.
 pub fn config_report(config: &Config) -> ConfigReport {
+    let survey = (
+        "survey",
+        config
+            .survey
+            .as_ref()
+            .map(|s| (serde_json::json!(s.value), s.source.as_path())),
+    );
     let settings = config
         .wrap
         .entries()
         .into_iter()
+        .chain([survey])
         .map(|(key, value)| {
             let report = value.map(|(value, source)| SettingReport {
                 value,
@@ -328,5 +336,15 @@ mod tests {
             json!({"value": 4000, "source": "x.json"})
         );
         assert_eq!(report["settings"]["agentic_wrap_pricing"], Value::Null);
+        assert_eq!(report["settings"]["survey"], Value::Null);
+        config.survey = Some(Setting {
+            value: false,
+            source: "x.json".into(),
+        });
+        let report = serde_json::to_value(config_report(&config)).unwrap_or_default();
+        assert_eq!(
+            report["settings"]["survey"],
+            json!({"value": false, "source": "x.json"})
+        );
     }
 }

@@ -44,6 +44,14 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A host tool's call did not finish in time and was cancelled.
+    #[error("`{name}` did not finish within {} ms and was cancelled; narrow it (a smaller path, a tighter pattern) or raise the call timeout", after.as_millis())]
+    TimedOut {
+        /// The tool.
+        name: String,
+        /// The limit that was hit.
+        after: std::time::Duration,
+    },
     /// The call could not be made or did not finish.
     #[error(transparent)]
     Call(#[from] core_agent_mcp_transport::Error),

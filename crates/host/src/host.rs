@@ -35,7 +35,23 @@ pub struct HostOptions {
     pub permissions: PermissionsConfig,
     /// The digest; `None` turns it off (and `retrieve_raw` with it).
     pub digest: Option<DigestOptions>,
+    /// The survey tools (`list_dir`, `glob`, `grep`, `read_many_files`)
+    /// and the directory they are confined to; `None` turns them off.
+    pub survey: Option<SurveyOptions>,
 }
+
+/// Where the survey tools look, and how much they return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SurveyOptions {
+    /// The directory they are confined to (the project root: the directory
+    /// that holds the agents directory).
+    pub root: std::path::PathBuf,
+    /// Bounds on each output.
+    pub limits: core_agent_survey::Limits,
+}
+
+/// How long a survey call may take when the host sets no `call_timeout`.
+const SURVEY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The digest shared by every session: the router's settings, the store of
 /// raw payloads and telemetry, and the LLM second chance.
@@ -155,6 +171,10 @@ pub struct Host {
     left_out: Vec<LeftOut>,
     config_warnings: Vec<ConfigWarning>,
     options: HostOptions,
+    /// The survey tools over their root, when on and the root is usable.
+    survey: Option<Arc<core_agent_survey::Survey>>,
+    /// Why the survey tools are off although asked for (a root that cannot be used).
+    survey_warning: Option<String>,
     /// The catalog, its routes, and the tools version they were built from.
     published: Mutex<(u64, Arc<Published>)>,
 }
@@ -262,12 +282,15 @@ impl Host {
             );
         };
         let servers = Servers::start(entries, env, &options.start, &ready).await;
+        let (survey, survey_warning) = open_survey(options.survey.as_ref());
         let mut host = Host {
             servers,
             entries: config.servers.clone(),
             left_out: config.left_out.clone(),
             config_warnings: config.warnings.clone(),
             options,
+            survey,
+            survey_warning,
             published: Mutex::new((0, Arc::new(Published::default()))),
         };
         let built = (host.servers.tools_version(), Arc::new(host.publish()));
@@ -301,12 +324,15 @@ impl Host {
             })
         };
         let servers = Servers::launch(&config.servers, env, &options.start, Some(ready));
+        let (survey, survey_warning) = open_survey(options.survey.as_ref());
         Host {
             servers,
             entries: config.servers.clone(),
             left_out: config.left_out.clone(),
             config_warnings: config.warnings.clone(),
             options,
+            survey,
+            survey_warning,
             published: Mutex::new((0, Arc::new(Published::default()))),
         }
     }
@@ -319,7 +345,8 @@ impl Host {
     /// Waits until the servers that calls to `names` can go to have
     /// started: for each name, the servers whose namespace prefixes it; for
     /// a name none prefixes (or `wait_and_verify`/`retrieve_raw`, which
-    /// reach other tools), all of them. `record_plan` waits for none.
+    /// reach other tools), all of them. `record_plan` and the survey tools
+    /// wait for none.
     pub async fn wait_for(&self, names: &[&str]) {
         // Once every start has ended (always after `Host::start`), a call
         // pays nothing here.
@@ -328,7 +355,9 @@ impl Host {
         }
         let mut wanted: Vec<&str> = Vec::new();
         for name in names {
-            if *name == builtin::RECORD_PLAN {
+            if *name == builtin::RECORD_PLAN
+                || builtin::host_tool(name, false, true).is_some_and(|t| t.survey.is_some())
+            {
                 continue;
             }
             let owners: Vec<&str> = self
@@ -538,9 +567,10 @@ impl Host {
     /// What a caller of `level` sees: the built-ins, then the catalog.
     pub fn tool_reports(&self, level: TrustLevel) -> Vec<ToolReport> {
         let digest_on = self.options.digest.is_some();
+        let survey_on = self.survey.is_some();
         let mut reports: Vec<ToolReport> = builtin::HOST_TOOLS
             .iter()
-            .filter(|t| digest_on || !t.needs_digest)
+            .filter(|t| t.available(digest_on, survey_on))
             .map(builtin::report)
             .collect();
         reports.extend(self.catalog().visible(level).map(ToolReport::from));
@@ -557,6 +587,7 @@ impl Host {
             .iter()
             .map(|w| format!("config: {w}"))
             .chain(self.left_out.iter().map(|l| format!("mcp: {l}")))
+            .chain(self.survey_warning.iter().map(|w| format!("survey: {w}")))
             .collect();
         out.extend(catalog.warnings().iter().map(|w| format!("mcp: {w}")));
         out.extend(
@@ -592,6 +623,11 @@ impl Host {
         self.servers
             .get(server)
             .map_or_else(Limits::default, Server::limits)
+    }
+
+    /// The survey tools' root (`None` when they are off).
+    pub fn survey_root(&self) -> Option<&std::path::Path> {
+        self.survey.as_ref().map(|s| s.root().path())
     }
 
     /// Whether results of `server` are digested (the wrap is on and the
@@ -728,7 +764,10 @@ impl Session {
                         Err(e) => Planned::Done(Err(e)),
                     }
                 }
-                _ => Planned::Raw(arguments),
+                _ => match tool.survey {
+                    Some(survey) => Planned::Survey(survey, arguments),
+                    None => Planned::Raw(arguments),
+                },
             },
         }
     }
@@ -746,6 +785,7 @@ impl Session {
             Planned::Run(route, arguments) => self.dispatch(&route, arguments, progress).await,
             Planned::Wait(route, args) => self.wait_and_verify(&route, *args).await,
             Planned::Raw(arguments) => self.retrieve_raw(published, &arguments, level),
+            Planned::Survey(tool, arguments) => self.survey(tool, arguments).await,
         }
     }
 
@@ -757,7 +797,13 @@ impl Session {
         arguments: &JsonObject,
         level: TrustLevel,
     ) -> Result<Route> {
-        let route = resolve(published, name, level, self.digest.is_some())?;
+        let route = resolve(
+            published,
+            name,
+            level,
+            self.digest.is_some(),
+            self.host.survey.is_some(),
+        )?;
         trust(&route, name, level)?;
         let (namespace, read_only) = match &route {
             Route::Mcp(route) => (MCP, route.read_only),
@@ -809,6 +855,62 @@ impl Session {
         Ok(shape(result, self.digest.as_ref(), route).await)
     }
 
+    /// Runs a survey tool on a blocking thread, under the host's call
+    /// timeout (30 s when none is set), cancelled when the call's future is
+    /// dropped or the time is up. Its output, as JSON text, is shaped like a
+    /// server's result (digest, then the cap); what the survey refuses (a
+    /// path outside the root, a bad pattern, bad arguments) is a tool error.
+    async fn survey(
+        &self,
+        tool: core_agent_survey::Tool,
+        arguments: JsonObject,
+    ) -> Result<CallToolResult> {
+        let Some(survey) = self.host.survey.clone() else {
+            return Err(Error::UnknownTool {
+                name: tool.name().to_owned(),
+                suggestions: Vec::new(),
+            });
+        };
+        let timeout = self.host.options.call_timeout.unwrap_or(SURVEY_TIMEOUT);
+        let cancel = core_agent_survey::Cancel::new();
+        // Set when this future ends, however it ends: the walk stops soon after.
+        let _stop = CancelOnDrop(cancel.clone());
+        let task = tokio::task::spawn_blocking(move || {
+            survey
+                .call(tool, Value::Object(arguments), &cancel)
+                .map(|out| serde_json::to_string(&out))
+        });
+        let result = match tokio::time::timeout(timeout, task).await {
+            Err(_) => {
+                return Err(Error::TimedOut {
+                    name: tool.name().to_owned(),
+                    after: timeout,
+                });
+            }
+            Ok(Err(joined)) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "`{}` failed: {joined}",
+                tool.name()
+            ))]),
+            Ok(Ok(Ok(Ok(json)))) => CallToolResult::success(vec![ContentBlock::text(json)]),
+            Ok(Ok(Ok(Err(e)))) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "`{}`: cannot serialize the output: {e}",
+                tool.name()
+            ))]),
+            Ok(Ok(Err(e))) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+        };
+        let route = ToolRoute {
+            server: usize::MAX,
+            server_name: builtin::HOST_SERVER.to_owned(),
+            tool: tool.name().to_owned(),
+            read_only: true,
+            trust_levels: TrustLevel::ALL.to_vec(),
+            timeout,
+            max_result_bytes: Limits::default().max_result_bytes,
+            digest: true,
+        };
+        Ok(shape(result, self.digest.as_ref(), &route).await)
+    }
+
     /// `retrieve_raw {call_id, pointer?, offset?, length?}`: the raw payload
     /// of one of this session's digests (or the part at a JSON pointer), to a
     /// caller whose trust level may call the tool that produced it. A payload
@@ -851,6 +953,10 @@ impl Session {
         {
             Some(entry) if entry.allows(level) => {}
             Some(entry) => return Err(restricted(&entry.name, level, &entry.trust_levels)),
+            // A survey tool's: open to every level, like the tool.
+            None if record.server == builtin::HOST_SERVER
+                && builtin::host_tool(&record.tool, true, self.host.survey.is_some())
+                    .is_some_and(|t| t.survey.is_some()) => {}
             None => {
                 return Err(bad(format!(
                     "`{call_id}` came from `{}` of server `{}`, which is not in the catalog now",
@@ -1048,10 +1154,16 @@ enum Route {
 
 /// The resolve step: the tool published as `name`. A host tool (their
 /// names are reserved, so no server's tool can take one; `retrieve_raw` only
-/// while the digest is on), else the catalog's route; an unknown name comes
+/// while the digest is on, the survey tools only while they are on), else the catalog's route; an unknown name comes
 /// back with up to three names a caller of `level` could have meant.
-fn resolve(published: &Published, name: &str, level: TrustLevel, digest_on: bool) -> Result<Route> {
-    if let Some(tool) = builtin::host_tool(name, digest_on) {
+fn resolve(
+    published: &Published,
+    name: &str,
+    level: TrustLevel,
+    digest_on: bool,
+    survey_on: bool,
+) -> Result<Route> {
+    if let Some(tool) = builtin::host_tool(name, digest_on, survey_on) {
         return Ok(Route::Host(tool));
     }
     match published.routes.get(name) {
@@ -1143,6 +1255,7 @@ enum Planned {
     Run(Arc<ToolRoute>, JsonObject),
     Wait(Arc<ToolRoute>, Box<builtin::WaitArgs>),
     Raw(JsonObject),
+    Survey(core_agent_survey::Tool, JsonObject),
 }
 
 /// One page of a raw payload: the bytes `start..end` of the text.
@@ -1187,6 +1300,34 @@ impl Page {
             end = start + rest.chars().next().map_or(0, char::len_utf8);
         }
         Ok(Page { start, end })
+    }
+}
+
+/// Cancels a survey operation when dropped.
+struct CancelOnDrop(core_agent_survey::Cancel);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// The survey over the configured root, or why it cannot be used.
+fn open_survey(
+    options: Option<&SurveyOptions>,
+) -> (Option<Arc<core_agent_survey::Survey>>, Option<String>) {
+    let Some(options) = options else {
+        return (None, None);
+    };
+    match core_agent_survey::Root::new(&options.root) {
+        Ok(root) => (
+            Some(Arc::new(core_agent_survey::Survey::with_limits(
+                root,
+                options.limits.clone(),
+            ))),
+            None,
+        ),
+        Err(e) => (None, Some(format!("the survey tools are off: {e}"))),
     }
 }
 
@@ -1299,15 +1440,20 @@ mod tests {
     #[test]
     fn host_tools_are_declared_and_retrieve_raw_needs_the_digest() {
         assert_eq!(
-            builtin::host_tool("retrieve_raw", true).map(|t| (t.read_only, t.gated)),
+            builtin::host_tool("retrieve_raw", true, false).map(|t| (t.read_only, t.gated)),
             Some((true, true))
         );
-        assert_eq!(builtin::host_tool("retrieve_raw", false), None);
+        assert_eq!(builtin::host_tool("retrieve_raw", false, true), None);
         assert_eq!(
-            builtin::host_tool("record_plan", false).map(|t| t.gated),
+            builtin::host_tool("record_plan", false, false).map(|t| t.gated),
             Some(false)
         );
-        assert_eq!(builtin::host_tool("demo_divide", true), None);
+        assert_eq!(builtin::host_tool("demo_divide", true, true), None);
+        assert_eq!(
+            builtin::host_tool("grep", false, true).map(|t| (t.read_only, t.gated)),
+            Some((true, true))
+        );
+        assert_eq!(builtin::host_tool("grep", true, false), None);
         let names: Vec<&str> = builtin::HOST_TOOLS.iter().map(|t| t.name).collect();
         assert_eq!(names, BUILTINS, "every reserved name is a declared tool");
     }

@@ -23,10 +23,10 @@ pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor
 pub use error::{Error, Result};
 pub use host::{
     CallOutcome, CallRequest, DigestOptions, Host, HostOptions, ServerReady, ServerReport, Session,
-    SessionOptions, ToolReport,
+    SessionOptions, SurveyOptions, ToolReport,
 };
 pub use llm::OpenAiSummarizer;
-pub use setup::{HostConfig, Overrides, load_permissions, permission_files};
+pub use setup::{HostConfig, Overrides, load_permissions, permission_files, project_root};
 pub use text::terminal_safe;
 pub use wire::{BatchLine, OutcomeLine, UsageReport};
 pub use wrap::{DigestWrap, LlmPath, payload_of};

@@ -11,7 +11,7 @@ use core_agent_digest::{MemoryStore, Price, Pricing, Settings, SqliteStore, Stor
 use core_agent_mcp_config::Config;
 use core_agent_permissions::PermissionsConfig;
 
-use crate::{DigestOptions, HostOptions, LlmPath, OpenAiSummarizer};
+use crate::{DigestOptions, HostOptions, LlmPath, OpenAiSummarizer, SurveyOptions};
 
 /// How long one LLM summary may take.
 const LLM_TIMEOUT: Duration = Duration::from_secs(30);
@@ -36,6 +36,21 @@ pub struct Overrides {
     pub small_model: Option<String>,
     /// The default per-session spending ceiling of the second chance, in US dollars.
     pub cost_ceiling: Option<f64>,
+    /// Turn the survey tools off (`--no-survey`), whatever the config says.
+    pub no_survey: bool,
+    /// The directory the survey tools are confined to: the project root
+    /// ([`project_root`]). `None` leaves them off.
+    pub survey_root: Option<PathBuf>,
+}
+
+/// The project root of an agents directory: the directory that holds it
+/// (`.agents` → `.`), where `.mcp.json` and `.env` are read and the survey
+/// tools look.
+pub fn project_root(agents_dir: &Path) -> PathBuf {
+    match agents_dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
 }
 
 /// The Host's options built from the config, and what the operator should
@@ -84,7 +99,8 @@ impl HostConfig {
     /// configured (`CORE_AGENT_LLM_BASE_URL`), with its model chosen from the
     /// flag, then `agentic_wrap_model`, then the small model, then the
     /// default, priced by the built-in table overlaid with
-    /// `agentic_wrap_pricing`.
+    /// `agentic_wrap_pricing`. The survey tools are on, over
+    /// `survey_root`, unless `"survey": false` or `no_survey`.
     pub fn from_config(
         config: &Config,
         permissions: PermissionsConfig,
@@ -97,6 +113,13 @@ impl HostConfig {
         };
         if let Some(t) = overrides.start_timeout {
             options.start.timeout = t;
+        }
+        let survey_on = !overrides.no_survey && config.survey.as_ref().is_none_or(|s| s.value);
+        if survey_on && let Some(root) = &overrides.survey_root {
+            options.survey = Some(SurveyOptions {
+                root: root.clone(),
+                limits: core_agent_survey::Limits::default(),
+            });
         }
         let mut notices = Vec::new();
         let wrap_on = !overrides.no_digest && config.wrap.enabled.as_ref().is_none_or(|s| s.value);
@@ -201,6 +224,30 @@ mod tests {
         assert_eq!(on(&config, &off), None);
         config.wrap.enabled = setting(false);
         assert_eq!(on(&config, &Overrides::default()), None);
+    }
+
+    #[test]
+    fn the_survey_tools_follow_the_config_and_the_overrides() {
+        let mut config = Config::default();
+        let root = |c: &Config, o: &Overrides| {
+            HostConfig::from_config(c, PermissionsConfig::default(), o)
+                .unwrap()
+                .options
+                .survey
+                .map(|s| s.root)
+        };
+        let mut o = Overrides {
+            survey_root: Some(project_root(Path::new("proj/.agents"))),
+            ..Overrides::default()
+        };
+        assert_eq!(root(&config, &o), Some(PathBuf::from("proj")));
+        assert_eq!(project_root(Path::new(".agents")), PathBuf::from("."));
+        config.survey = setting(false);
+        assert_eq!(root(&config, &o), None);
+        config.survey = setting(true);
+        o.no_survey = true;
+        assert_eq!(root(&config, &o), None);
+        assert_eq!(root(&config, &Overrides::default()), None);
     }
 
     #[test]

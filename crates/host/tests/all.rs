@@ -729,3 +729,230 @@ async fn retrieve_raw_reads_the_owners_other_sessions_only() {
     }
     host.shutdown().await;
 }
+
+/// The survey tools over `root`, with the default limits.
+fn survey_over(root: &std::path::Path) -> Option<core_agent_host::SurveyOptions> {
+    Some(core_agent_host::SurveyOptions {
+        root: root.to_owned(),
+        limits: core_agent_survey::Limits::default(),
+    })
+}
+
+const SURVEY_TOOLS: [&str; 4] = ["list_dir", "glob", "grep", "read_many_files"];
+
+#[tokio::test]
+async fn survey_tools_are_listed_and_grep_returns_json_records() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("src/main.rs"),
+        "fn main() {\n    serve();\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("README.md"), "# Demo\n").unwrap();
+    let options = HostOptions {
+        survey: survey_over(dir.path()),
+        ..HostOptions::default()
+    };
+    let host = start(Vec::new(), options).await;
+    let reports = host.tool_reports(TrustLevel::Public);
+    for name in SURVEY_TOOLS {
+        let report = reports.iter().find(|r| r.name == name).unwrap();
+        assert!(report.read_only && report.server.is_none(), "{name}");
+        assert_eq!(report.trust_levels.len(), 4, "{name} is open to all");
+        let tool = core_agent_survey::Tool::from_name(name).unwrap();
+        assert_eq!(report.description, tool.description());
+        assert_eq!(report.input_schema, core_agent_survey::input_schema(tool));
+    }
+
+    let found = host
+        .call(
+            "grep",
+            args(json!({"pattern": r"serve\("})),
+            TrustLevel::Public,
+        )
+        .await
+        .unwrap();
+    assert_ne!(found.is_error, Some(true), "{found:?}");
+    let value: Value = serde_json::from_str(&text(&found)).unwrap();
+    assert_eq!(
+        value["matches"],
+        json!([{"path": "src/main.rs", "line": 2, "text": "    serve();"}])
+    );
+    assert_eq!((&value["total"], &value["files"]), (&json!(1), &json!(1)));
+
+    let listed = host
+        .call("list_dir", args(json!({"path": "."})), TrustLevel::Public)
+        .await
+        .unwrap();
+    let value: Value = serde_json::from_str(&text(&listed)).unwrap();
+    assert_eq!(value["entries"][0]["path"], "src");
+
+    let read = host
+        .call(
+            "read_many_files",
+            args(json!({"paths": ["README.md"]})),
+            TrustLevel::Public,
+        )
+        .await
+        .unwrap();
+    let value: Value = serde_json::from_str(&text(&read)).unwrap();
+    assert_eq!(value["files"][0]["text"], "# Demo\n");
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn survey_refusals_are_tool_errors_naming_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let options = HostOptions {
+        survey: survey_over(dir.path()),
+        ..HostOptions::default()
+    };
+    let host = start(Vec::new(), options).await;
+    let root = dir.path().canonicalize().unwrap();
+    let escape = host
+        .call(
+            "read_many_files",
+            args(json!({"paths": ["../secret"]})),
+            TrustLevel::Public,
+        )
+        .await
+        .unwrap();
+    assert_eq!(escape.is_error, Some(true));
+    let message = text(&escape);
+    assert!(message.contains("outside the root"), "{message}");
+    assert!(message.contains(&root.display().to_string()), "{message}");
+
+    for (tool, arguments, says) in [
+        ("grep", json!({"pattern": "("}), "bad regex"),
+        ("glob", json!({"pattern": "[z-a]"}), "bad glob"),
+        (
+            "list_dir",
+            json!({"depth": "deep"}),
+            "bad arguments for `list_dir`",
+        ),
+        (
+            "glob",
+            json!({"pattern": "*", "extra": 1}),
+            "bad arguments for `glob`",
+        ),
+    ] {
+        let result = host
+            .call(tool, args(arguments), TrustLevel::Public)
+            .await
+            .unwrap();
+        assert_eq!(result.is_error, Some(true), "{tool}");
+        assert!(text(&result).contains(says), "{tool}: {}", text(&result));
+    }
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_large_grep_is_digested_and_retrieve_raw_returns_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: String = (0..5000).map(|i| format!("needle {i}\n")).collect();
+    std::fs::write(dir.path().join("hay.txt"), lines).unwrap();
+    let options = HostOptions {
+        survey: survey_over(dir.path()),
+        digest: Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store: std::sync::Arc::new(core_agent_digest::MemoryStore::new()),
+            llm: None,
+        }),
+        ..HostOptions::default()
+    };
+    let host = start(Vec::new(), options).await;
+    let session = host.host.session(approving());
+    let found = session
+        .call("grep", args(json!({"pattern": "needle"})))
+        .await
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&text(&found)).unwrap();
+    let call_id = envelope["call_id"].as_str().expect("a digest envelope");
+    assert!(envelope["raw_bytes"].as_u64().unwrap() > 8000, "{envelope}");
+    let raw = session
+        .call("retrieve_raw", args(json!({"call_id": call_id})))
+        .await
+        .unwrap();
+    let value: Value = serde_json::from_str(&text(&raw)).unwrap();
+    assert_eq!(value["total"], 5000);
+    assert_eq!(value["matches"].as_array().unwrap().len(), 500);
+    assert_eq!(value["matches"][0]["text"], "needle 0");
+    let total = session
+        .call(
+            "retrieve_raw",
+            args(json!({"call_id": call_id, "pointer": "/total"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&total), "5000");
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_the_survey_off_its_tools_are_unknown() {
+    let host = start(Vec::new(), HostOptions::default()).await;
+    let names: Vec<String> = host
+        .tool_reports(TrustLevel::Creator)
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    for name in SURVEY_TOOLS {
+        assert!(!names.iter().any(|n| n == name), "{name} is listed");
+        let err = host
+            .call(name, args(json!({"pattern": "x"})), TrustLevel::Creator)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::UnknownTool { .. }), "{name}: {err}");
+    }
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_survey_call_past_the_call_timeout_is_cancelled_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..200 {
+        let lines: String = (0..200).map(|j| format!("line {j} of {i}\n")).collect();
+        std::fs::write(dir.path().join(format!("f{i}.txt")), lines).unwrap();
+    }
+    let options = HostOptions {
+        survey: survey_over(dir.path()),
+        call_timeout: Some(Duration::ZERO),
+        ..HostOptions::default()
+    };
+    let host = start(Vec::new(), options).await;
+    let err = host
+        .call(
+            "grep",
+            args(json!({"pattern": "line"})),
+            TrustLevel::Creator,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TimedOut { .. }), "{err}");
+    assert!(
+        err.to_string().contains("did not finish within 0 ms"),
+        "{err}"
+    );
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_survey_root_that_cannot_be_used_turns_the_tools_off_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = HostOptions {
+        survey: survey_over(&dir.path().join("missing")),
+        ..HostOptions::default()
+    };
+    let host = start(Vec::new(), options).await;
+    assert_eq!(host.survey_root(), None);
+    let warnings = host.warnings();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("survey: the survey tools are off")),
+        "{warnings:?}"
+    );
+    host.shutdown().await;
+}

@@ -195,6 +195,7 @@ pub struct FileConfig {
     left_out: Vec<LeftOut>,
     warnings: Vec<ConfigWarning>,
     wrap: crate::WrapSettings,
+    survey: Option<crate::Setting<bool>>,
 }
 
 impl FileConfig {
@@ -229,6 +230,7 @@ fn merge(config: &mut Config, files: Vec<FileConfig>) {
         }
         warnings.extend(file.warnings);
         config.wrap = std::mem::take(&mut config.wrap).or(file.wrap);
+        config.survey = config.survey.take().or(file.survey);
     }
     config.servers.sort_by(|a, b| a.name.cmp(&b.name));
     config.left_out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -290,6 +292,13 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
     let servers_key = dialect.servers_key();
     if dialect == Dialect::Core {
         file.wrap = crate::WrapSettings::read(root, cx.path);
+        file.survey = root
+            .get("survey")
+            .and_then(Value::as_bool)
+            .map(|value| crate::Setting {
+                value,
+                source: cx.path.to_owned(),
+            });
     }
     let empty = Map::new();
     let file_limits = Limits::default().overlaid(root.get("limits"));
@@ -803,6 +812,28 @@ mod tests {
             sse.to_string().ends_with("and write \"type\": \"http\""),
             "{sse}"
         );
+    }
+
+    #[test]
+    fn the_survey_switch_is_read_and_the_higher_file_wins() {
+        let high = parse_at(
+            "high.json",
+            Scope::Project,
+            r#"{"survey": false, "servers": {}}"#,
+        );
+        let low = parse_at(
+            "low.json",
+            Scope::User,
+            r#"{"survey": true, "servers": {}}"#,
+        );
+        assert_eq!(high.survey.as_ref().map(|s| s.value), Some(false));
+        let config = merged(vec![high, low]);
+        let survey = config.survey.unwrap();
+        assert_eq!((survey.value, survey.source), (false, "high.json".into()));
+        let unset = parse_at("m.json", Scope::Project, r#"{"servers": {}}"#);
+        assert_eq!(merged(vec![unset]).survey, None);
+        let bad = parse(r#"{"survey": "no", "servers": {}}"#).unwrap_err();
+        assert!(bad.contains("true or false"), "{bad}");
     }
 
     #[test]

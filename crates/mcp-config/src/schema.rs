@@ -256,8 +256,8 @@ fn segments(pointer: &str) -> Vec<&str> {
     pointer.split('/').skip(1).collect()
 }
 
-const CORE_TOP: [&str; 9] = join(
-    ["$schema", "limits", "version", "servers"],
+const CORE_TOP: [&str; 10] = join(
+    ["$schema", "limits", "version", "servers", "survey"],
     crate::WrapSettings::KEYS,
 );
 
@@ -393,7 +393,8 @@ fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
             _,
             [
                 ..,
-                "read_only" | "agentic_never" | "agentic_wrap" | "agentic_wrap_llm" | "disabled",
+                "read_only" | "agentic_never" | "agentic_wrap" | "agentic_wrap_llm" | "disabled"
+                | "survey",
             ],
         ) => "true or false",
         (Dialect::McpServers, ["mcpServers", _, "timeout"]) => {

@@ -20,6 +20,10 @@ pub struct Config {
     pub warnings: Vec<ConfigWarning>,
     /// The `agentic_wrap*` settings (the digest).
     pub wrap: crate::WrapSettings,
+    /// `survey`: whether the host offers the survey tools (`list_dir`,
+    /// `glob`, `grep`, `read_many_files`) over the project directory; unset
+    /// means on.
+    pub survey: Option<Setting<bool>>,
     /// The files that were looked at, highest precedence first.
     pub files: Vec<ConfigFile>,
     /// Variables from the project's `.env`, for interpolation.

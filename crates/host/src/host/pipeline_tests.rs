@@ -96,7 +96,14 @@ fn route_of(route: &Route) -> &ToolRoute {
 #[test]
 fn resolve_gives_the_published_route_itself() {
     let published = published();
-    let route = resolve(&published, "fs_read_file", TrustLevel::Creator, false).unwrap();
+    let route = resolve(
+        &published,
+        "fs_read_file",
+        TrustLevel::Creator,
+        false,
+        false,
+    )
+    .unwrap();
     let Route::Mcp(route) = route else {
         panic!("a server's tool")
     };
@@ -117,12 +124,13 @@ fn resolve_gives_the_published_route_itself() {
 #[test]
 fn resolve_suggests_names_for_an_unknown_tool() {
     let published = published();
-    let unknown = |name: &str, level: TrustLevel| match resolve(&published, name, level, false)
-        .unwrap_err()
-    {
-        Error::UnknownTool { name, suggestions } => (name, suggestions),
-        other => panic!("{other}"),
-    };
+    let unknown =
+        |name: &str, level: TrustLevel| match resolve(&published, name, level, false, false)
+            .unwrap_err()
+        {
+            Error::UnknownTool { name, suggestions } => (name, suggestions),
+            other => panic!("{other}"),
+        };
     // The namespace left out: the tool's own name finds it.
     assert_eq!(
         unknown("read_file", TrustLevel::Creator),
@@ -137,7 +145,7 @@ fn resolve_suggests_names_for_an_unknown_tool() {
     assert_eq!(unknown("fs_delet", TrustLevel::Creator).1, ["fs_delete"]);
     assert!(unknown("fs_delet", TrustLevel::Public).1.is_empty());
     // Nothing close: the error says how to list the tools.
-    let err = resolve(&published, "zzz", TrustLevel::Creator, false).unwrap_err();
+    let err = resolve(&published, "zzz", TrustLevel::Creator, false, false).unwrap_err();
     assert_eq!(
         err.to_string(),
         "no tool named `zzz`; run `core-agent tools` to list the tools"
@@ -157,20 +165,20 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
         .map(|e| e.name.clone())
         .unwrap();
     assert_ne!(renamed, builtin::RECORD_PLAN);
-    let route = resolve(&published, &renamed, TrustLevel::Creator, false).unwrap();
+    let route = resolve(&published, &renamed, TrustLevel::Creator, false, false).unwrap();
     assert_eq!(route_of(&route).server_name, "record");
     // The reserved name is the host's, at every level.
     for level in TrustLevel::ALL {
-        let route = resolve(&published, builtin::RECORD_PLAN, level, false).unwrap();
+        let route = resolve(&published, builtin::RECORD_PLAN, level, false, false).unwrap();
         assert!(matches!(route, Route::Host(t) if t.name == builtin::RECORD_PLAN));
     }
     assert!(matches!(
-        resolve(&published, builtin::WAIT_AND_VERIFY, TrustLevel::Public, false),
+        resolve(&published, builtin::WAIT_AND_VERIFY, TrustLevel::Public, false, false),
         Ok(Route::Host(t)) if t.name == builtin::WAIT_AND_VERIFY
     ));
     // `retrieve_raw` exists only while the digest is on.
     assert!(matches!(
-        resolve(&published, builtin::RETRIEVE_RAW, TrustLevel::Creator, true),
+        resolve(&published, builtin::RETRIEVE_RAW, TrustLevel::Creator, true, false),
         Ok(Route::Host(t)) if t.name == builtin::RETRIEVE_RAW
     ));
     assert!(matches!(
@@ -178,10 +186,28 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
             &published,
             builtin::RETRIEVE_RAW,
             TrustLevel::Creator,
+            false,
             false
         ),
         Err(Error::UnknownTool { .. })
     ));
+    // The survey tools exist only while they are on; a server's `grep` is
+    // always namespaced, so it never takes their names.
+    for name in [
+        builtin::LIST_DIR,
+        builtin::GLOB,
+        builtin::GREP,
+        builtin::READ_MANY_FILES,
+    ] {
+        assert!(matches!(
+            resolve(&published, name, TrustLevel::Public, false, true),
+            Ok(Route::Host(t)) if t.name == name && t.survey.is_some()
+        ));
+        assert!(matches!(
+            resolve(&published, name, TrustLevel::Public, true, false),
+            Err(Error::UnknownTool { .. })
+        ));
+    }
 }
 
 // --- trust ---
@@ -189,7 +215,7 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
 #[test]
 fn the_trust_step_follows_the_levels_policy_gave_the_tool() {
     let published = published();
-    let delete = resolve(&published, "fs_delete", TrustLevel::Public, false).unwrap();
+    let delete = resolve(&published, "fs_delete", TrustLevel::Public, false, false).unwrap();
     assert_eq!(route_of(&delete).trust_levels, [TrustLevel::Creator]);
     assert!(trust(&delete, "fs_delete", TrustLevel::Creator).is_ok());
     for level in [TrustLevel::Agent, TrustLevel::User, TrustLevel::Public] {
@@ -202,7 +228,7 @@ fn the_trust_step_follows_the_levels_policy_gave_the_tool() {
             )
         );
     }
-    let read = resolve(&published, "fs_read_file", TrustLevel::Public, false).unwrap();
+    let read = resolve(&published, "fs_read_file", TrustLevel::Public, false, false).unwrap();
     for level in TrustLevel::ALL {
         assert!(trust(&read, "fs_read_file", level).is_ok(), "{level:?}");
     }

@@ -1,0 +1,73 @@
+//! The survey tools from the command line: `core-agent call grep` searches
+//! the project directory (the one holding `.agents`), and `--no-survey` or
+//! `"survey": false` turns them off.
+
+use core_agent_e2e::Project;
+use serde_json::{Value, json};
+
+fn project(extra: Value) -> Project {
+    let mut config = json!({"version": 1, "servers": {}});
+    if let (Some(c), Some(e)) = (config.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    let p = Project::new(&config);
+    p.write("src/lib.rs", "pub fn survey_marker() {}\n");
+    p
+}
+
+#[test]
+fn grep_finds_a_match_in_the_project_and_the_switches_turn_it_off() {
+    let p = project(json!({}));
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "grep",
+        r#"{"pattern": "survey_marker"}"#,
+        "--json",
+    ]);
+    run.expect_code(0);
+    let result = run.json();
+    let found: Value =
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        found["matches"],
+        json!([{"path": "src/lib.rs", "line": 1, "text": "pub fn survey_marker() {}"}]),
+        "{found:#}"
+    );
+
+    let run = p.run(&["call", "--yes", "list_dir", r#"{"path": "."}"#, "--json"]);
+    run.expect_code(0);
+    let run = p.run(&["tools", "--json"]);
+    run.expect_code(0);
+    assert!(run.stdout.contains("\"read_many_files\""), "{}", run.stdout);
+
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "--no-survey",
+        "grep",
+        r#"{"pattern": "x"}"#,
+    ]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("no tool named `grep`"),
+        "{}",
+        run.stderr
+    );
+
+    let off = project(json!({"survey": false}));
+    let run = off.run(&["call", "--yes", "grep", r#"{"pattern": "x"}"#]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("no tool named `grep`"),
+        "{}",
+        run.stderr
+    );
+    let run = off.run(&["tools", "--json"]);
+    run.expect_code(0);
+    assert!(
+        !run.stdout.contains("\"read_many_files\""),
+        "{}",
+        run.stdout
+    );
+}
