@@ -1281,6 +1281,11 @@ fn describe_block(block: &ContentBlock) -> String {
 
 /// The startup warnings, of the servers that have started.
 fn print_warnings(host: &Host) {
+    // Until every server has started, the catalog is not whole: a pattern
+    // would be reported as matching nothing only because its server is late.
+    if !host.all_started() {
+        return;
+    }
     for warning in host.warnings() {
         eprintln!("core-agent: {}", clean(&warning));
     }
