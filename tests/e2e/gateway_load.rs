@@ -307,28 +307,11 @@ fn echoed(result: &CallToolResult) -> (String, i32) {
 
 /// Live processes whose parent is `parent`, with their command lines.
 fn children_of(parent: i32) -> Vec<(i32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        if fields.first().is_some_and(|s| *s != "Z")
-            && fields.get(1).and_then(|p| p.parse::<i32>().ok()) == Some(parent)
-        {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
-        }
-    }
-    found
+    core_agent_e2e::live_processes()
+        .into_iter()
+        .filter(|p| p.ppid == parent)
+        .map(|p| (p.pid, p.cmdline))
+        .collect()
 }
 
 /// A project serving two `load` backends, `a` and `b`.

@@ -283,8 +283,21 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// The live (not zombie) processes of process group `pgid`.
-pub fn group_members(pgid: i32) -> Vec<i32> {
+/// One live (not zombie) process, as `/proc` shows it.
+#[derive(Debug, Clone)]
+pub struct Proc {
+    /// Its id.
+    pub pid: i32,
+    /// Its parent's id.
+    pub ppid: i32,
+    /// Its process group.
+    pub pgrp: i32,
+    /// The command line, arguments joined by spaces.
+    pub cmdline: String,
+}
+
+/// Every live (not zombie) process.
+pub fn live_processes() -> Vec<Proc> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
@@ -300,13 +313,31 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
             .unwrap_or_default()
             .split_whitespace()
             .collect();
-        if fields.first().is_some_and(|s| *s != "Z")
-            && fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid)
-        {
-            found.push(pid);
+        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<i32>().ok());
+        let (Some(state), Some(ppid), Some(pgrp)) = (fields.first(), number(1), number(2)) else {
+            continue;
+        };
+        if *state == "Z" {
+            continue;
         }
+        let raw = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        found.push(Proc {
+            pid,
+            ppid,
+            pgrp,
+            cmdline: String::from_utf8_lossy(&raw).replace('\0', " "),
+        });
     }
     found
+}
+
+/// The live (not zombie) processes of process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    live_processes()
+        .into_iter()
+        .filter(|p| p.pgrp == pgid)
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// The pids a fixture recorded in its pid file.
@@ -321,20 +352,11 @@ pub fn recorded_pids(file: &Path) -> Vec<i32> {
 /// Live processes whose command line mentions `needle` (for example a
 /// project's temporary directory), as `(pid, command line)`.
 pub fn processes_mentioning(needle: &str) -> Vec<(i32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if cmdline.contains(needle) && alive(pid) {
-            found.push((pid, cmdline));
-        }
-    }
-    found
+    live_processes()
+        .into_iter()
+        .filter(|p| p.cmdline.contains(needle))
+        .map(|p| (p.pid, p.cmdline))
+        .collect()
 }
 
 impl Background {
