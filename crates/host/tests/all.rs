@@ -956,3 +956,120 @@ async fn a_survey_root_that_cannot_be_used_turns_the_tools_off_with_a_warning() 
     );
     host.shutdown().await;
 }
+
+/// A digest of a grep with thousands of matches keeps what the model needs
+/// to act on it: the first and the last records returned, each with its
+/// path and line number whole, and the counts.
+#[tokio::test]
+async fn a_digested_grep_keeps_the_first_and_last_matches_with_paths_and_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in 0..20 {
+        let sub = dir.path().join(format!("pkg{f:02}/src"));
+        std::fs::create_dir_all(&sub).unwrap();
+        let lines: String = (1..=300)
+            .map(|i| format!("let needle_{i} = compute({f}, {i}); // padding to make a line\n"))
+            .collect();
+        std::fs::write(sub.join("lib.rs"), lines).unwrap();
+    }
+    let options = HostOptions {
+        survey: survey_over(dir.path()),
+        digest: Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store: std::sync::Arc::new(core_agent_digest::MemoryStore::new()),
+            llm: None,
+        }),
+        ..HostOptions::default()
+    };
+    let host = start(Vec::new(), options).await;
+    let session = host.host.session(approving());
+    let found = session
+        .call("grep", args(json!({"pattern": "needle_"})))
+        .await
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&text(&found)).unwrap();
+    assert_eq!(envelope["method"], "structural_json", "{envelope}");
+    let digest = envelope["digest"].as_str().unwrap();
+    assert!(digest.len() < 8000, "{} bytes: {digest}", digest.len());
+    let pruned: Value = serde_json::from_str(digest).unwrap_or_else(|e| panic!("{e}: {digest}"));
+    // 6,000 matching lines; the first 500 records come back (20 files of
+    // 300: pkg00 lines 1..=300, then pkg01 lines 1..=200).
+    assert_eq!(pruned["total"], 6000, "{pruned:#}");
+    assert_eq!(pruned["files"], 20, "{pruned:#}");
+    let records = pruned["matches"].as_array().unwrap();
+    let first = &records[0];
+    assert_eq!(
+        (&first["path"], &first["line"]),
+        (&json!("pkg00/src/lib.rs"), &json!(1)),
+        "{pruned:#}"
+    );
+    let last = records
+        .iter()
+        .rev()
+        .find(|r| r.get("path").is_some())
+        .unwrap();
+    assert_eq!(
+        (&last["path"], &last["line"]),
+        (&json!("pkg01/src/lib.rs"), &json!(200)),
+        "{pruned:#}"
+    );
+    host.shutdown().await;
+}
+
+/// Dropping a survey call's future stops its walk: with one blocking
+/// thread, a second survey call can only run once the first has let go of
+/// it, so it finishes long before the first walk would have ended.
+#[test]
+fn a_dropped_survey_call_stops_its_walk() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Two million matching lines: every one is a cancellation check.
+    let lines: String = (0..2_000).map(|i| format!("hay {i}\n")).collect();
+    for d in 0..10 {
+        let sub = dir.path().join(format!("d{d}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..100 {
+            std::fs::write(sub.join(format!("f{f}.txt")), &lines).unwrap();
+        }
+    }
+    std::fs::write(dir.path().join("small.txt"), "x\n").unwrap();
+    runtime.block_on(async {
+        let options = HostOptions {
+            survey: survey_over(dir.path()),
+            ..HostOptions::default()
+        };
+        let host = start(Vec::new(), options).await;
+        let grep = || host.call("grep", args(json!({"pattern": "hay"})), TrustLevel::Creator);
+
+        let started = std::time::Instant::now();
+        let whole = grep().await.unwrap();
+        let full = started.elapsed();
+        let value: Value = serde_json::from_str(&text(&whole)).unwrap();
+        assert_eq!(value["total"], 2_000_000);
+
+        // Start the same walk, let it run a little, then drop its future.
+        let dropped = tokio::time::timeout(full / 10, grep()).await;
+        assert!(dropped.is_err(), "the walk ended before it was dropped");
+        let after_drop = std::time::Instant::now();
+        let small = host
+            .call(
+                "read_many_files",
+                args(json!({"paths": ["small.txt"]})),
+                TrustLevel::Creator,
+            )
+            .await
+            .unwrap();
+        let waited = after_drop.elapsed();
+        assert_ne!(small.is_error, Some(true), "{small:?}");
+        // Had the walk gone on, the read would have waited ~90 % of `full`.
+        assert!(
+            waited < full / 3,
+            "the next survey call waited {waited:?}; a whole walk takes {full:?}"
+        );
+        host.shutdown().await;
+    });
+}
