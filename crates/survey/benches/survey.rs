@@ -9,6 +9,12 @@
 //! It is built once per run in a temp dir; the first timed runs warm the
 //! page cache, so every tool is measured reading from memory.
 //!
+//! A grep of about 50,000 matching lines (at 5,000 files) is also timed
+//! with its output digested as the host digests it (serialized, then
+//! `core_agent_digest::route` with the default settings), beside the grep
+//! alone: the digest must come in under the threshold and add less than
+//! the search itself.
+//!
 //! Each pair is measured twice: by criterion, one after the other, and
 //! interleaved (the two sides taking turns for a few rounds, medians
 //! written to `survey_interleaved.tsv`), which holds up better when other
@@ -34,6 +40,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 const LITERAL: &str = "needle_in_haystack";
 /// A regex both Rust's and POSIX ERE read the same way.
 const REGEX: &str = r"fn [a-z]+_[0-9]*7[0-9]\(";
+/// About one line in eighteen: ~50,000 matching lines at 5,000 files.
+const MANY: &str = r"dog [0-9]*[0-5]1\b";
 
 const FILE_BYTES: usize = 10 * 1024;
 /// Turns each pair takes in the interleaved measurement.
@@ -143,6 +151,20 @@ fn bench(c: &mut Criterion) {
     // Agree on the counts before timing anything.
     let literal = survey.grep(&grep_input(LITERAL), &cancel).unwrap();
     let regex = survey.grep(&grep_input(REGEX), &cancel).unwrap();
+    let many = survey.grep(&grep_input(MANY), &cancel).unwrap();
+    let settings = core_agent_digest::Settings::default();
+    let digested = || {
+        let out = survey.grep(&grep_input(MANY), &cancel).unwrap();
+        let payload = serde_json::to_string(&out).unwrap();
+        core_agent_digest::route(&payload, &settings).expect("over the threshold")
+    };
+    let sample = digested();
+    assert!(
+        sample.digest.len() < settings.threshold,
+        "the digest of {} matches is {} bytes, over the threshold",
+        many.total,
+        sample.digest.len()
+    );
     let baseline_cmd = |pattern: &str| {
         let mut cmd = if rg {
             let mut cmd = Command::new("rg");
@@ -168,9 +190,12 @@ fn bench(c: &mut Criterion) {
     assert_eq!(regex.total, lines(REGEX), "regex: survey vs {baseline}");
 
     let summary = format!(
-        "files\t{files}\nbytes\t{bytes}\nbaseline\t{baseline}\nliteral_matches\t{}\nregex_matches\t{}\nthreads\t{}\n",
+        "files\t{files}\nbytes\t{bytes}\nbaseline\t{baseline}\nliteral_matches\t{}\nregex_matches\t{}\nmany_matches\t{}\nraw_bytes\t{}\ndigest_bytes\t{}\nthreads\t{}\n",
         literal.total,
         regex.total,
+        many.total,
+        sample.raw_bytes,
+        sample.digest.len(),
         std::thread::available_parallelism().map_or(1, |n| n.get()),
     );
     println!(
@@ -212,6 +237,15 @@ fn bench(c: &mut Criterion) {
             }),
             Box::new(|| {
                 black_box(run(&mut baseline_cmd(REGEX)));
+            }),
+        ),
+        (
+            "digested_vs_search",
+            Box::new(|| {
+                black_box(digested());
+            }),
+            Box::new(|| {
+                black_box(survey.grep(&grep_input(MANY), &cancel).unwrap());
             }),
         ),
         (
@@ -269,6 +303,12 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("baseline_regex", |b| {
         b.iter(|| black_box(run(&mut baseline_cmd(REGEX))))
+    });
+    group.bench_function("many", |b| {
+        b.iter(|| black_box(survey.grep(&grep_input(MANY), &cancel).unwrap().total))
+    });
+    group.bench_function("many_digested", |b| {
+        b.iter(|| black_box(digested().raw_bytes))
     });
     group.finish();
 
