@@ -3,7 +3,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use core_agent_mcp_config::{
-    Config, ConfigWarning, Env, LeftOut, LeftOutReason, Limits, ServerEntry, TrustLevel,
+    BuiltinTools, Config, ConfigWarning, Env, LeftOut, LeftOutReason, Limits, ServerEntry,
+    TrustLevel,
 };
 use core_agent_mcp_policy::{
     Annotations, Catalog, CatalogEntry, DiscoveredTool, ServerSummary, ServerTools,
@@ -48,6 +49,10 @@ pub struct SurveyOptions {
     pub root: std::path::PathBuf,
     /// Bounds on each output.
     pub limits: core_agent_survey::Limits,
+    /// Which of the four are offered and to which trust levels (the entry
+    /// under the reserved name `builtin`); the default offers all four to
+    /// every level.
+    pub access: BuiltinTools,
 }
 
 /// How long a survey call may take when the host sets no `call_timeout`.
@@ -567,11 +572,21 @@ impl Host {
     /// What a caller of `level` sees: the built-ins, then the catalog.
     pub fn tool_reports(&self, level: TrustLevel) -> Vec<ToolReport> {
         let digest_on = self.options.digest.is_some();
-        let survey_on = self.survey.is_some();
+        let survey = self.survey_access();
         let mut reports: Vec<ToolReport> = builtin::HOST_TOOLS
             .iter()
-            .filter(|t| t.available(digest_on, survey_on))
-            .map(builtin::report)
+            .filter(|t| t.available(digest_on, survey.is_some()))
+            .filter_map(|t| {
+                let mut report = builtin::report(t);
+                if t.survey.is_some() {
+                    let levels = survey.and_then(|a| a.levels(t.name))?;
+                    if !levels.contains(&level) {
+                        return None;
+                    }
+                    report.trust_levels = levels.iter().map(|l| l.as_str()).collect();
+                }
+                Some(report)
+            })
             .collect();
         reports.extend(self.catalog().visible(level).map(ToolReport::from));
         reports
@@ -628,6 +643,12 @@ impl Host {
     /// The survey tools' root (`None` when they are off).
     pub fn survey_root(&self) -> Option<&std::path::Path> {
         self.survey.as_ref().map(|s| s.root().path())
+    }
+
+    /// The survey tools' allowlist and trust levels, while they are on.
+    fn survey_access(&self) -> Option<&BuiltinTools> {
+        let access = self.options.survey.as_ref().map(|o| &o.access);
+        self.survey.as_ref().and(access)
     }
 
     /// Whether results of `server` are digested (the wrap is on and the
@@ -797,14 +818,9 @@ impl Session {
         arguments: &JsonObject,
         level: TrustLevel,
     ) -> Result<Route> {
-        let route = resolve(
-            published,
-            name,
-            level,
-            self.digest.is_some(),
-            self.host.survey.is_some(),
-        )?;
-        trust(&route, name, level)?;
+        let survey = self.host.survey_access();
+        let route = resolve(published, name, level, self.digest.is_some(), survey)?;
+        trust(&route, name, level, survey)?;
         let (namespace, read_only) = match &route {
             Route::Mcp(route) => (MCP, route.read_only),
             Route::Host(tool) if tool.gated => (BUILTIN, tool.read_only),
@@ -953,10 +969,15 @@ impl Session {
         {
             Some(entry) if entry.allows(level) => {}
             Some(entry) => return Err(restricted(&entry.name, level, &entry.trust_levels)),
-            // A survey tool's: open to every level, like the tool.
+            // A survey tool's: readable by the levels that may call the tool.
             None if record.server == builtin::HOST_SERVER
-                && builtin::host_tool(&record.tool, true, self.host.survey.is_some())
-                    .is_some_and(|t| t.survey.is_some()) => {}
+                && builtin::host_tool(&record.tool, true, true)
+                    .is_some_and(|t| t.survey.is_some())
+                && self
+                    .host
+                    .survey_access()
+                    .and_then(|a| a.levels(&record.tool))
+                    .is_some_and(|levels| levels.contains(&level)) => {}
             None => {
                 return Err(bad(format!(
                     "`{call_id}` came from `{}` of server `{}`, which is not in the catalog now",
@@ -1161,9 +1182,11 @@ fn resolve(
     name: &str,
     level: TrustLevel,
     digest_on: bool,
-    survey_on: bool,
+    survey: Option<&BuiltinTools>,
 ) -> Result<Route> {
-    if let Some(tool) = builtin::host_tool(name, digest_on, survey_on) {
+    if let Some(tool) = builtin::host_tool(name, digest_on, survey.is_some())
+        && (tool.survey.is_none() || survey.and_then(|a| a.levels(name)).is_some())
+    {
         return Ok(Route::Host(tool));
     }
     match published.routes.get(name) {
@@ -1175,12 +1198,27 @@ fn resolve(
     }
 }
 
-/// The trust step: a server's tool allows the levels policy gave it; host
-/// tools allow every level (what they reach is checked by the tool).
-fn trust(route: &Route, name: &str, level: TrustLevel) -> Result<()> {
+/// The trust step: a server's tool allows the levels policy gave it; a
+/// survey tool the levels under the reserved name `builtin` give it (every
+/// level by default); the other host tools allow every level (what they
+/// reach is checked by the tool).
+fn trust(
+    route: &Route,
+    name: &str,
+    level: TrustLevel,
+    survey: Option<&BuiltinTools>,
+) -> Result<()> {
     match route {
         Route::Mcp(route) if !route.trust_levels.contains(&level) => {
             Err(restricted(name, level, &route.trust_levels))
+        }
+        Route::Host(tool) if tool.survey.is_some() => {
+            let levels = survey.and_then(|a| a.levels(name)).unwrap_or_default();
+            if levels.contains(&level) {
+                Ok(())
+            } else {
+                Err(restricted(name, level, &levels))
+            }
         }
         _ => Ok(()),
     }
@@ -1426,14 +1464,16 @@ mod tests {
             max_result_bytes: 131_072,
             digest: true,
         }));
-        assert!(trust(&route, "fs_delete", TrustLevel::Creator).is_ok());
-        let err = trust(&route, "fs_delete", TrustLevel::Public).unwrap_err();
+        assert!(trust(&route, "fs_delete", TrustLevel::Creator, None).is_ok());
+        let err = trust(&route, "fs_delete", TrustLevel::Public, None).unwrap_err();
         assert_eq!(
             err.to_string(),
             "`fs_delete` is not available at trust level `public`; it allows `creator`"
         );
         for tool in &builtin::HOST_TOOLS {
-            assert!(trust(&Route::Host(tool), tool.name, TrustLevel::Public).is_ok());
+            let open = BuiltinTools::default();
+            let route = Route::Host(tool);
+            assert!(trust(&route, tool.name, TrustLevel::Public, Some(&open)).is_ok());
         }
     }
 

@@ -119,6 +119,7 @@ impl HostConfig {
             options.survey = Some(SurveyOptions {
                 root: root.clone(),
                 limits: core_agent_survey::Limits::default(),
+                access: config.builtin.clone().unwrap_or_default(),
             });
         }
         let mut notices = Vec::new();

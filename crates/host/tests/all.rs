@@ -735,6 +735,7 @@ fn survey_over(root: &std::path::Path) -> Option<core_agent_host::SurveyOptions>
     Some(core_agent_host::SurveyOptions {
         root: root.to_owned(),
         limits: core_agent_survey::Limits::default(),
+        access: core_agent_mcp_config::BuiltinTools::default(),
     })
 }
 

@@ -22,9 +22,9 @@ pub use load::{ConfigPaths, FileConfig, load, parse_file};
 pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
 pub use spec::{
-    AuthSpec, Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind, Dialect, HttpSpec,
-    LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, Scope, ServerEntry, ServerSpec,
-    Setting, StdioSpec, Transport, TrustLevel,
+    AuthSpec, BUILTIN, BuiltinTools, Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind,
+    Dialect, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, Scope, ServerEntry,
+    ServerSpec, Setting, StdioSpec, Transport, TrustLevel,
 };
 pub use suggest::closest;
 pub use template::{Expanded, Template};

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::position::{Positions, escape_pointer};
 use crate::schema;
-use crate::spec::{AuthSpec, HttpSpec, StdioSpec, Transport};
+use crate::spec::{AuthSpec, BUILTIN, BuiltinTools, HttpSpec, StdioSpec, Transport};
 use crate::suggest::closest;
 use crate::{
     Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind, Dialect, DotEnv, Error, LeftOut,
@@ -196,6 +196,7 @@ pub struct FileConfig {
     warnings: Vec<ConfigWarning>,
     wrap: crate::WrapSettings,
     survey: Option<crate::Setting<bool>>,
+    builtin: Option<BuiltinTools>,
 }
 
 impl FileConfig {
@@ -231,6 +232,7 @@ fn merge(config: &mut Config, files: Vec<FileConfig>) {
         warnings.extend(file.warnings);
         config.wrap = std::mem::take(&mut config.wrap).or(file.wrap);
         config.survey = config.survey.take().or(file.survey);
+        config.builtin = config.builtin.take().or(file.builtin);
     }
     config.servers.sort_by(|a, b| a.name.cmp(&b.name));
     config.left_out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -287,6 +289,40 @@ impl Cx<'_> {
     }
 }
 
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn levels(v: Option<&Value>) -> Option<Vec<TrustLevel>> {
+    v.and_then(Value::as_array).map(|a| {
+        a.iter()
+            .filter_map(Value::as_str)
+            .filter_map(TrustLevel::parse)
+            .collect()
+    })
+}
+
+/// `toolPolicies`: a tool policy without `allowedTrustLevels` overrides
+/// nothing (an empty list here would hide the tool from every level).
+fn tool_policies(policy: &Value) -> BTreeMap<String, Vec<TrustLevel>> {
+    policy
+        .get("toolPolicies")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(tool, p)| Some((tool.clone(), levels(p.get("allowedTrustLevels"))?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Builds the model from a document the schema accepted.
 fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: &mut FileConfig) {
     let servers_key = dialect.servers_key();
@@ -310,7 +346,33 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
         .pointer("/auggy/servers")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-    for name in policies.keys().filter(|n| !servers.contains_key(*n)) {
+    if dialect == Dialect::McpServers && servers.contains_key(BUILTIN) {
+        cx.push(
+            Some(BUILTIN.to_owned()),
+            &format!("/{servers_key}/{BUILTIN}"),
+            &format!("`{BUILTIN}` is a reserved name: core-agent's own tools are gated as `{BUILTIN}:<tool>` and narrowed under it"),
+            "give the server another name (its tools are published as <name>_<tool>)",
+        );
+    }
+    // The built-in tools' allowlist and trust levels, under the reserved
+    // name: `servers.builtin.tools` (core), `auggy.servers.builtin` (peer).
+    let builtin = match dialect {
+        Dialect::Core => servers.get(BUILTIN),
+        Dialect::McpServers => policies.get(BUILTIN),
+    };
+    if let Some(b) = builtin {
+        file.builtin = Some(BuiltinTools {
+            tools: strings(b.get("tools").or_else(|| b.get("allowedTools"))),
+            blocked_tools: strings(b.get("blockedTools")),
+            allowed_trust_levels: levels(b.get("allowedTrustLevels")),
+            tool_policies: tool_policies(b),
+            source: cx.path.to_owned(),
+        });
+    }
+    for name in policies
+        .keys()
+        .filter(|n| !servers.contains_key(*n) && *n != BUILTIN)
+    {
         let names: Vec<&str> = servers.keys().map(String::as_str).collect();
         let fix = match closest(name, &names) {
             Some(n) => format!("did you mean `{n}`?"),
@@ -323,7 +385,7 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
             &fix,
         );
     }
-    for (name, value) in servers {
+    for (name, value) in servers.iter().filter(|(n, _)| *n != BUILTIN) {
         let base = format!("/{servers_key}/{}", escape_pointer(name));
         let policy = policies.get(name).unwrap_or(&Value::Null);
         if dialect == Dialect::McpServers
@@ -337,24 +399,6 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
             });
             continue;
         }
-        let strings = |v: Option<&Value>| -> Vec<String> {
-            v.and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        let levels = |v: Option<&Value>| -> Option<Vec<TrustLevel>> {
-            v.and_then(Value::as_array).map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .filter_map(TrustLevel::parse)
-                    .collect()
-            })
-        };
         let kind = transport_kind(value);
         let transport = match kind {
             "stdio" => Transport::Stdio(StdioSpec {
@@ -397,19 +441,7 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
         let mut blocked_tools = strings(value.get("excludeTools"));
         blocked_tools.extend(strings(value.get("disabledTools")));
         blocked_tools.extend(strings(policy.get("blockedTools")));
-        // A tool policy without `allowedTrustLevels` overrides nothing: an
-        // empty list here would hide the tool from every level.
-        let tool_policies = policy
-            .get("toolPolicies")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(tool, p)| {
-                        Some((tool.clone(), levels(p.get("allowedTrustLevels"))?))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let tool_policies = tool_policies(policy);
         // Most specific first: the server's own `limits`, then its `timeout`
         // (another tool's key), then the file's `limits`, then the defaults.
         let mut limits = file_limits;
@@ -834,6 +866,54 @@ mod tests {
         assert_eq!(merged(vec![unset]).survey, None);
         let bad = parse(r#"{"survey": "no", "servers": {}}"#).unwrap_err();
         assert!(bad.contains("true or false"), "{bad}");
+    }
+
+    #[test]
+    fn the_reserved_name_builtin_narrows_the_survey_tools_in_both_dialects() {
+        let core = parse_at(
+            "high.json",
+            Scope::Project,
+            r#"{"servers": {"builtin": {"tools": ["grep", "glob"]},
+                            "s": {"transport": "stdio", "command": "srv"}}}"#,
+        );
+        assert_eq!(core.servers.len(), 1, "builtin is not a server");
+        let builtin = core.builtin.clone().unwrap();
+        assert_eq!(builtin.tools, ["grep", "glob"]);
+        assert_eq!(builtin.levels("grep"), Some(TrustLevel::ALL.to_vec()));
+        assert_eq!(builtin.levels("read_many_files"), None);
+
+        let peer = parse_at(
+            "low.json",
+            Scope::User,
+            r#"{"mcpServers": {"s": {"command": "srv"}},
+                "auggy": {"servers": {"builtin": {
+                    "blockedTools": ["read_many_files"],
+                    "allowedTrustLevels": ["creator", "agent"],
+                    "toolPolicies": {"grep": {"allowedTrustLevels": ["creator"]}}}}}}"#,
+        );
+        let builtin = peer.builtin.clone().unwrap();
+        assert_eq!(builtin.levels("read_many_files"), None);
+        assert_eq!(builtin.levels("grep"), Some(vec![TrustLevel::Creator]));
+        assert_eq!(
+            builtin.levels("list_dir"),
+            Some(vec![TrustLevel::Creator, TrustLevel::Agent])
+        );
+        // The higher file's entry wins whole.
+        let config = merged(vec![core, peer]);
+        assert_eq!(
+            config.builtin.map(|b| b.source),
+            Some(PathBuf::from("high.json"))
+        );
+
+        let err = parse(r#"{"servers": {"builtin": {"transport": "stdio", "command": "x"}}}"#)
+            .unwrap_err();
+        assert!(err.contains("/servers/builtin/transport"), "{err}");
+        assert!(err.contains("`builtin` is reserved"), "{err}");
+        let err = parse(r#"{"servers": {"builtin": {"tools": ["gerp"]}}}"#).unwrap_err();
+        assert!(err.contains("\"grep\""), "{err}");
+        let err = parse(r#"{"mcpServers": {"builtin": {"command": "x"}}}"#).unwrap_err();
+        assert!(err.contains("reserved name"), "{err}");
+        assert!(err.contains("another name"), "{err}");
     }
 
     #[test]

@@ -110,6 +110,9 @@ fn translate(
                 let known = known_keys(dialect, pointer);
                 let typo = closest(key, known);
                 let fix = match typo {
+                    _ if dialect == Dialect::Core && pointer == "/servers/builtin" => {
+                        "`builtin` is reserved: it takes only `tools`, the built-in survey tools to offer; give your server another name".to_owned()
+                    }
                     Some(k) => format!("did you mean `{k}`?"),
                     None if known.is_empty() => "remove it".to_owned(),
                     None => format!("valid fields here are {}", quoted(known)),
@@ -351,6 +354,7 @@ fn known_keys(dialect: Dialect, pointer: &str) -> &'static [&'static str] {
     let segs = segments(pointer);
     match (dialect, segs.as_slice()) {
         (Dialect::Core, []) => &CORE_TOP,
+        (Dialect::Core, ["servers", "builtin"]) => &["tools"],
         (Dialect::Core, ["servers", _]) => CORE_SERVER,
         (Dialect::Core, ["servers", _, "auth"]) => &["google_oauth"],
         (Dialect::Core, ["servers", _, "auth", "google_oauth"]) => &["scopes"],

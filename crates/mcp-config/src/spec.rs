@@ -24,6 +24,11 @@ pub struct Config {
     /// `glob`, `grep`, `read_many_files`) over the project directory; unset
     /// means on.
     pub survey: Option<Setting<bool>>,
+    /// Which built-in survey tools are offered, and to whom: the entry under
+    /// the reserved server name [`BUILTIN`] (`servers.builtin.tools` in
+    /// `mcp.json`, `auggy.servers.builtin` in `.mcp.json`). The highest file
+    /// that has one wins; unset means all four, to every trust level.
+    pub builtin: Option<BuiltinTools>,
     /// The files that were looked at, highest precedence first.
     pub files: Vec<ConfigFile>,
     /// Variables from the project's `.env`, for interpolation.
@@ -488,4 +493,44 @@ pub enum AuthSpec {
         /// OAuth 2.0 scopes to request; never empty.
         scopes: Vec<String>,
     },
+}
+
+/// The reserved server name under which the built-in tools' allowlist and
+/// trust levels are written (also the permission gate's namespace for
+/// them: `builtin:grep`). No server can be called this.
+pub const BUILTIN: &str = "builtin";
+
+/// The allowlist and trust levels of the built-in survey tools, written
+/// like a server's under the reserved name [`BUILTIN`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuiltinTools {
+    /// Offer only these (`tools` / `allowedTools`); empty offers all.
+    pub tools: Vec<String>,
+    /// Never offer these (`blockedTools`).
+    pub blocked_tools: Vec<String>,
+    /// The trust levels that may call them (`allowedTrustLevels`); `None`
+    /// is every level.
+    pub allowed_trust_levels: Option<Vec<TrustLevel>>,
+    /// Per-tool trust levels (`toolPolicies`), over `allowed_trust_levels`.
+    pub tool_policies: BTreeMap<String, Vec<TrustLevel>>,
+    /// The file it came from.
+    pub source: PathBuf,
+}
+
+impl BuiltinTools {
+    /// The trust levels that may call the built-in tool `name`, or `None`
+    /// when it is not offered at all.
+    pub fn levels(&self, name: &str) -> Option<Vec<TrustLevel>> {
+        let listed = self.tools.is_empty() || self.tools.iter().any(|t| t == name);
+        if !listed || self.blocked_tools.iter().any(|t| t == name) {
+            return None;
+        }
+        let levels = self
+            .tool_policies
+            .get(name)
+            .or(self.allowed_trust_levels.as_ref())
+            .cloned()
+            .unwrap_or_else(|| TrustLevel::ALL.to_vec());
+        (!levels.is_empty()).then_some(levels)
+    }
 }

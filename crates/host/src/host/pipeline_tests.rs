@@ -96,14 +96,7 @@ fn route_of(route: &Route) -> &ToolRoute {
 #[test]
 fn resolve_gives_the_published_route_itself() {
     let published = published();
-    let route = resolve(
-        &published,
-        "fs_read_file",
-        TrustLevel::Creator,
-        false,
-        false,
-    )
-    .unwrap();
+    let route = resolve(&published, "fs_read_file", TrustLevel::Creator, false, None).unwrap();
     let Route::Mcp(route) = route else {
         panic!("a server's tool")
     };
@@ -125,7 +118,7 @@ fn resolve_gives_the_published_route_itself() {
 fn resolve_suggests_names_for_an_unknown_tool() {
     let published = published();
     let unknown =
-        |name: &str, level: TrustLevel| match resolve(&published, name, level, false, false)
+        |name: &str, level: TrustLevel| match resolve(&published, name, level, false, None)
             .unwrap_err()
         {
             Error::UnknownTool { name, suggestions } => (name, suggestions),
@@ -145,7 +138,7 @@ fn resolve_suggests_names_for_an_unknown_tool() {
     assert_eq!(unknown("fs_delet", TrustLevel::Creator).1, ["fs_delete"]);
     assert!(unknown("fs_delet", TrustLevel::Public).1.is_empty());
     // Nothing close: the error says how to list the tools.
-    let err = resolve(&published, "zzz", TrustLevel::Creator, false, false).unwrap_err();
+    let err = resolve(&published, "zzz", TrustLevel::Creator, false, None).unwrap_err();
     assert_eq!(
         err.to_string(),
         "no tool named `zzz`; run `core-agent tools` to list the tools"
@@ -165,20 +158,20 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
         .map(|e| e.name.clone())
         .unwrap();
     assert_ne!(renamed, builtin::RECORD_PLAN);
-    let route = resolve(&published, &renamed, TrustLevel::Creator, false, false).unwrap();
+    let route = resolve(&published, &renamed, TrustLevel::Creator, false, None).unwrap();
     assert_eq!(route_of(&route).server_name, "record");
     // The reserved name is the host's, at every level.
     for level in TrustLevel::ALL {
-        let route = resolve(&published, builtin::RECORD_PLAN, level, false, false).unwrap();
+        let route = resolve(&published, builtin::RECORD_PLAN, level, false, None).unwrap();
         assert!(matches!(route, Route::Host(t) if t.name == builtin::RECORD_PLAN));
     }
     assert!(matches!(
-        resolve(&published, builtin::WAIT_AND_VERIFY, TrustLevel::Public, false, false),
+        resolve(&published, builtin::WAIT_AND_VERIFY, TrustLevel::Public, false, None),
         Ok(Route::Host(t)) if t.name == builtin::WAIT_AND_VERIFY
     ));
     // `retrieve_raw` exists only while the digest is on.
     assert!(matches!(
-        resolve(&published, builtin::RETRIEVE_RAW, TrustLevel::Creator, true, false),
+        resolve(&published, builtin::RETRIEVE_RAW, TrustLevel::Creator, true, None),
         Ok(Route::Host(t)) if t.name == builtin::RETRIEVE_RAW
     ));
     assert!(matches!(
@@ -187,12 +180,13 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
             builtin::RETRIEVE_RAW,
             TrustLevel::Creator,
             false,
-            false
+            None
         ),
         Err(Error::UnknownTool { .. })
     ));
     // The survey tools exist only while they are on; a server's `grep` is
     // always namespaced, so it never takes their names.
+    let open = BuiltinTools::default();
     for name in [
         builtin::LIST_DIR,
         builtin::GLOB,
@@ -200,11 +194,11 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
         builtin::READ_MANY_FILES,
     ] {
         assert!(matches!(
-            resolve(&published, name, TrustLevel::Public, false, true),
+            resolve(&published, name, TrustLevel::Public, false, Some(&open)),
             Ok(Route::Host(t)) if t.name == name && t.survey.is_some()
         ));
         assert!(matches!(
-            resolve(&published, name, TrustLevel::Public, true, false),
+            resolve(&published, name, TrustLevel::Public, true, None),
             Err(Error::UnknownTool { .. })
         ));
     }
@@ -215,11 +209,11 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
 #[test]
 fn the_trust_step_follows_the_levels_policy_gave_the_tool() {
     let published = published();
-    let delete = resolve(&published, "fs_delete", TrustLevel::Public, false, false).unwrap();
+    let delete = resolve(&published, "fs_delete", TrustLevel::Public, false, None).unwrap();
     assert_eq!(route_of(&delete).trust_levels, [TrustLevel::Creator]);
-    assert!(trust(&delete, "fs_delete", TrustLevel::Creator).is_ok());
+    assert!(trust(&delete, "fs_delete", TrustLevel::Creator, None).is_ok());
     for level in [TrustLevel::Agent, TrustLevel::User, TrustLevel::Public] {
-        let err = trust(&delete, "fs_delete", level).unwrap_err();
+        let err = trust(&delete, "fs_delete", level, None).unwrap_err();
         assert_eq!(
             err.to_string(),
             format!(
@@ -228,10 +222,45 @@ fn the_trust_step_follows_the_levels_policy_gave_the_tool() {
             )
         );
     }
-    let read = resolve(&published, "fs_read_file", TrustLevel::Public, false, false).unwrap();
+    let read = resolve(&published, "fs_read_file", TrustLevel::Public, false, None).unwrap();
     for level in TrustLevel::ALL {
-        assert!(trust(&read, "fs_read_file", level).is_ok(), "{level:?}");
+        assert!(
+            trust(&read, "fs_read_file", level, None).is_ok(),
+            "{level:?}"
+        );
     }
+}
+
+/// The reserved name `builtin` narrows the survey tools: one left out is
+/// unknown, the others allow the levels it gives them.
+#[test]
+fn the_builtin_entry_narrows_the_survey_tools_and_their_levels() {
+    let published = published();
+    let access = BuiltinTools {
+        tools: vec!["grep".into(), "glob".into()],
+        allowed_trust_levels: Some(vec![TrustLevel::Creator, TrustLevel::Agent]),
+        tool_policies: [("glob".to_owned(), vec![TrustLevel::Public])].into(),
+        ..BuiltinTools::default()
+    };
+    let err = resolve(
+        &published,
+        "list_dir",
+        TrustLevel::Creator,
+        false,
+        Some(&access),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::UnknownTool { .. }), "{err}");
+    let grep = resolve(&published, "grep", TrustLevel::User, false, Some(&access)).unwrap();
+    assert!(trust(&grep, "grep", TrustLevel::Agent, Some(&access)).is_ok());
+    let err = trust(&grep, "grep", TrustLevel::User, Some(&access)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "`grep` is not available at trust level `user`; it allows `creator`, `agent`"
+    );
+    let glob = resolve(&published, "glob", TrustLevel::Public, false, Some(&access)).unwrap();
+    assert!(trust(&glob, "glob", TrustLevel::Public, Some(&access)).is_ok());
+    assert!(trust(&glob, "glob", TrustLevel::Creator, Some(&access)).is_err());
 }
 
 // --- gate ---
