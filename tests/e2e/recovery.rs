@@ -264,3 +264,52 @@ fn in_a_batch_a_crashed_server_comes_back_and_the_next_call_succeeds() {
         [first_pid, second_pid]
     );
 }
+
+/// A streamable HTTP server that forgets its sessions (it was restarted)
+/// answers 404 to the old session id; the session is initialized again and
+/// the call goes through, for the gateway's client as if nothing happened.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_that_drops_its_session_is_initialized_again() {
+    use core_agent_e2e::{Background, free_port, py_server, python};
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+
+    let port = free_port();
+    let py = |port: u16| {
+        let mut cmd = std::process::Command::new(python());
+        cmd.arg(py_server()).arg("http").arg(port.to_string());
+        Background::start(cmd, port)
+    };
+    let first = py(port);
+    let p = Project::new(&json!({"version": 1, "servers": {
+        "py": {"transport": "http", "url": first.url()},
+    }}));
+    let mut cmd = tokio::process::Command::from(p.command(&["serve", "--mode", "yolo"]));
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let mut serve = cmd.spawn().unwrap();
+    let transport = (serve.stdout.take().unwrap(), serve.stdin.take().unwrap());
+    let client = tokio::time::timeout(Duration::from_secs(60), ().serve(transport))
+        .await
+        .unwrap()
+        .unwrap();
+    let add = || {
+        let params = CallToolRequestParams::new("py_add")
+            .with_arguments(json!({"a": 2, "b": 3}).as_object().cloned().unwrap());
+        client.call_tool(params)
+    };
+    let answer = |r: rmcp::model::CallToolResult| {
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+        r.content[0].as_text().unwrap().text.clone()
+    };
+    assert_eq!(answer(add().await.unwrap()), "5");
+
+    // A new server on the same port knows nothing of the session.
+    drop(first);
+    let _second = py(port);
+    assert_eq!(answer(add().await.unwrap()), "5");
+    drop(client);
+    let _ = serve.kill().await;
+}
