@@ -97,8 +97,10 @@ pub(crate) async fn watch(live: Arc<Live>, relaunch: Relaunch) {
             conn.report(ending, "");
             return;
         };
-        let crashed = ending.to_string();
-        let mut reason = crashed.clone();
+        // What the status says: how it ended, what happened since, then its stderr.
+        let stderr = crate::error::stderr_suffix(&ending.stderr);
+        let how = ending.how.clone();
+        let mut since = String::new();
         let mut first = Some((conn, ending));
         loop {
             let now = Instant::now();
@@ -112,16 +114,16 @@ pub(crate) async fn watch(live: Arc<Live>, relaunch: Relaunch) {
                 let gave_up = format!(
                     "it was restarted {} times within {}, so it stays down",
                     restarts.len(),
-                    humanize(policy.window)
+                    window(policy.window)
                 );
-                live.set_health(Health::Down(format!("{reason}; {gave_up}")));
+                live.set_health(Health::Down(format!("{how}{since}; {gave_up}{stderr}")));
                 if let Some((conn, ending)) = first.take() {
                     conn.report(ending, &format!(" ({gave_up})"));
                 }
                 return;
             }
             let delay = policy.delay(restarts.len());
-            live.set_health(Health::Restarting(reason.clone()));
+            live.set_health(Health::Restarting(format!("{how}{since}{stderr}")));
             if let Some((conn, ending)) = first.take() {
                 conn.report(ending, &format!(" (restarting it in {})", humanize(delay)));
             }
@@ -134,12 +136,20 @@ pub(crate) async fn watch(live: Arc<Live>, relaunch: Relaunch) {
                     live.set_health(Health::Up);
                     break;
                 }
-                Err(e) => reason = format!("{crashed}; restarting it failed: {e}"),
+                Err(e) => since = format!("; restarting it failed: {e}"),
             }
             if live.is_closed() {
                 return;
             }
         }
+    }
+}
+
+/// `10 min` for whole minutes, else as [`humanize`] says it.
+fn window(d: Duration) -> String {
+    match d.as_secs() {
+        s if s >= 60 && s % 60 == 0 && d.subsec_nanos() == 0 => format!("{} min", s / 60),
+        _ => humanize(d),
     }
 }
 
@@ -154,6 +164,8 @@ mod tests {
         assert_eq!(delays, [1, 2, 4, 8, 16]);
         assert_eq!(policy.max_restarts, 5);
         assert_eq!(policy.window, Duration::from_secs(600));
+        assert_eq!(window(policy.window), "10 min");
+        assert_eq!(window(Duration::from_secs(90)), "90 s");
         // Never overflows.
         assert_eq!(policy.delay(200), Duration::MAX);
     }
