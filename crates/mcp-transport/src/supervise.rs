@@ -233,6 +233,8 @@ async fn supervise(plan: &Plan) -> Exit {
     } else {
         Duration::from_millis(50)
     });
+    // Ticks missed while nothing was stopping are not made up in a burst.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut status: Option<i32> = None;
     let mut stop: Option<Stop> = None;
     loop {

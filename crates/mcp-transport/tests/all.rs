@@ -914,10 +914,19 @@ async fn a_killed_server_fails_the_call_in_flight_saying_so_and_comes_back() {
     assert_ne!(first, second);
     assert_eq!(server.status(), Status::Connected);
     assert!(server.problem().is_none());
+    // The new process lists one more tool; the list is current.
     assert!(
         servers.tools_version() > version,
         "the restart listed the tools again, so a catalog is rebuilt"
     );
+    let mut names: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["ask", "echo", "env", "reborn", "sleep"]);
+    let result = server
+        .call_tool("reborn", args(json!({})), CALL)
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "reborn");
     servers.shutdown().await;
     assert!(gone(second).await);
 }
