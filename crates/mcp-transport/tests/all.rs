@@ -981,9 +981,14 @@ async fn a_supervised_server_starts_fails_and_stops_like_a_direct_one() {
     let dir = tempfile::tempdir().unwrap();
     let leader_file = dir.path().join("leader");
     let grandchild_file = dir.path().join("grandchild");
+    let escapee_file = dir.path().join("escapee");
+    // One grandchild stays in the server's group; the other leaves it
+    // (setsid): once the server is gone, it is the supervisor's child.
     let script = format!(
-        "sleep 300 </dev/null >/dev/null 2>&1 & echo $! > '{}'; exec '{}'",
+        "sleep 300 </dev/null >/dev/null 2>&1 & echo $! > '{}'; \
+         setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > '{}'; exec '{}'",
         grandchild_file.display(),
+        escapee_file.display(),
         echo_server()
     );
     let entries = [
@@ -1017,11 +1022,19 @@ async fn a_supervised_server_starts_fails_and_stops_like_a_direct_one() {
         "exited during start (exit status: 3); its stderr ended with:\n    boom"
     );
 
-    let pids = [read_pid(&leader_file), read_pid(&grandchild_file)];
+    let pids = [
+        read_pid(&leader_file),
+        read_pid(&grandchild_file),
+        read_pid(&escapee_file),
+    ];
+    for pid in pids {
+        assert!(alive(pid), "pid {pid} should run before shutdown");
+    }
     let started = Instant::now();
     servers.shutdown().await;
     // The server exits on stdin EOF; the supervisor then stops the rest of
-    // its group (the `sleep`) and exits: no grace is waited out.
+    // its group and its reparented children (the `sleep`s) and exits: no
+    // grace is waited out.
     assert!(started.elapsed() < Duration::from_secs(3));
     for pid in pids {
         assert!(gone(pid).await, "pid {pid} is still running after shutdown");
