@@ -58,6 +58,13 @@ impl Serve {
     /// [`Serve::pid_file_of`]), with `env` set, and waits until it listens
     /// and every backend is connected.
     async fn start(project: Project, env: &[(&str, &str)]) -> Serve {
+        let serve = Serve::launch(project, env).await;
+        serve.wait_ready().await;
+        serve
+    }
+
+    /// [`Serve::start`] without waiting for the backends.
+    async fn launch(project: Project, env: &[(&str, &str)]) -> Serve {
         let pid_file = Serve::pid_file_of(&project);
         let mut cmd = project.command(&["serve", "--http", "127.0.0.1:0", "--mode", "yolo"]);
         cmd.env_remove("CORE_AGENT_GATEWAY_TOKEN")
@@ -92,7 +99,6 @@ impl Serve {
             Ok(addr) => serve.addr = addr,
             Err(_) => panic!("core-agent serve did not listen:\n{}", serve.stderr()),
         }
-        serve.wait_ready().await;
         serve
     }
 
@@ -385,12 +391,17 @@ async fn a_hundred_sessions_share_one_process_per_backend_and_get_their_own_answ
     assert_eq!(both.len(), 2, "{pids:?}");
     let recorded: BTreeSet<i32> = serve.backend_pids().into_iter().collect();
     assert_eq!(recorded, both, "processes the backends started");
+    // Each backend runs under a supervisor of its own, a child of core-agent serve.
     let children: BTreeSet<i32> = children_of(serve.pid())
         .into_iter()
-        .filter(|(_, cmd)| cmd.contains("fixture-server"))
+        .filter(|(_, cmd)| cmd.contains("__supervise") && cmd.contains("fixture-server"))
+        .flat_map(|(supervisor, _)| children_of(supervisor))
         .map(|(pid, _)| pid)
         .collect();
-    assert_eq!(children, both, "the fixture children of core-agent serve");
+    assert_eq!(
+        children, both,
+        "the fixture grandchildren of core-agent serve"
+    );
 
     // Every session is listed with its own 50 calls: 5000 in all.
     let (status, list) = serve.get("/sessions", TOKEN).await;
@@ -493,12 +504,20 @@ async fn a_client_that_disconnects_mid_call_leaves_the_gateway_serving() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_backend_that_crashes_mid_call_fails_its_calls_and_the_rest_carries_on() {
-    let serve = Serve::start(two_backends(), &[("CORE_AGENT_GATEWAY_TOKEN", TOKEN)]).await;
+async fn a_backend_that_crashes_mid_call_fails_its_calls_and_comes_back() {
+    let serve = Serve::start(
+        two_backends(),
+        &[
+            ("CORE_AGENT_GATEWAY_TOKEN", TOKEN),
+            ("CORE_AGENT_RESTART_DELAY_MS", "50"),
+        ],
+    )
+    .await;
     let release = serve.project.path().join("never");
     let entered = serve.project.path().join("never.entered");
     let holder = serve.client(TOKEN, ()).await;
     let crasher = serve.client(TOKEN, ()).await;
+    let (_, before) = echoed(&call(&crasher, "a_echo", json!({"text": "before"})).await);
     let held = {
         let release = release.clone();
         async move { call(&holder, "a_hold", json!({"path": release})).await }
@@ -507,22 +526,103 @@ async fn a_backend_that_crashes_mid_call_fails_its_calls_and_the_rest_carries_on
         wait_for(&entered).await;
         call(&crasher, "a_crash", json!({})).await
     };
-    // Both calls end, as tool errors, although nobody releases the hold.
+    // Both calls end, as tool errors saying what happened, although nobody
+    // releases the hold.
     let (held, crashed) = tokio::join!(held, crash);
-    for result in [&crashed, &held] {
+    for (result, tool) in [(&crashed, "crash"), (&held, "hold")] {
         assert_eq!(result.is_error, Some(true), "{result:?}");
-        assert!(text(result).contains("on server `a` failed"), "{result:?}");
+        assert_eq!(
+            text(result),
+            format!(
+                "server `a` exited with status 9 during the call to `{tool}` (restarting it in 50 ms); its stderr ended with:\n    fixture: crashing on purpose"
+            )
+        );
     }
     assert!(!release.exists());
 
-    // The other backend, and new sessions, are unaffected; a later call to
-    // the dead backend is answered too (an error), not left hanging.
+    // The other backend, and new sessions, are unaffected; the same
+    // session's next call to the same tool name is answered by the
+    // restarted backend.
     still_serves(&serve, "b_echo").await;
     assert_eq!(serve.health().await["calls_in_flight"], 0);
-    let after = call(&crasher, "a_echo", json!({"text": "after"})).await;
-    if after.is_error == Some(true) {
-        assert!(text(&after).contains("server `a`"), "{after:?}");
+    let (text_after, after) = echoed(&call(&crasher, "a_echo", json!({"text": "after"})).await);
+    assert_eq!(text_after, "after");
+    assert_ne!(before, after, "a new process answers");
+    let health = serve.health().await;
+    assert_eq!(health["servers"][0]["status"], "connected", "{health:#}");
+}
+
+/// A backend that dies every time it starts is restarted five times, then
+/// stays down and says so, while the other backend keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_always_dies_stays_down_after_five_restarts() {
+    let p = Project::empty();
+    let pids = Serve::pid_file_of(&p);
+    let mut dies = crate::fixture("dies");
+    dies["env"] = json!({"FIXTURE_PID_FILE": pids});
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"a": load_backend(&pids), "d": dies}}).to_string(),
+    );
+    let serve = Serve::launch(
+        p,
+        &[
+            ("CORE_AGENT_GATEWAY_TOKEN", TOKEN),
+            ("CORE_AGENT_RESTART_DELAY_MS", "10"),
+        ],
+    )
+    .await;
+    let client = serve.client(TOKEN, ()).await;
+    let deadline = Instant::now() + PATIENCE;
+    let status = |health: &Value, name: &str| {
+        health["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["status"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_default()
+    };
+    let mut a_pid;
+    loop {
+        // The other backend answers all along.
+        let (text_a, pid) = echoed(&call(&client, "a_echo", json!({"text": "still"})).await);
+        assert_eq!(text_a, "still");
+        a_pid = pid;
+        if status(&serve.health().await, "d") == "down" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "d never went down:\n{}",
+            serve.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let result = call(&client, "d_echo", json!({"text": "hi"})).await;
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(
+        text(&result),
+        "server `d` is down: it exited with status 1; it was restarted 5 times within 10 min, so it stays down; its stderr ended with:\n    fixture: dying again"
+    );
+    // The first start and five restarts: six processes of `d`, all gone.
+    let d_pids: Vec<i32> = serve
+        .backend_pids()
+        .into_iter()
+        .filter(|pid| *pid != a_pid)
+        .collect();
+    assert_eq!(d_pids.len(), 6, "{d_pids:?}");
+    for pid in &d_pids {
+        assert!(!alive(*pid), "process {pid} of `d` is still running");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(status(&serve.health().await, "d"), "down");
+    assert_eq!(
+        serve.backend_pids().len(),
+        d_pids.len() + 1,
+        "no more restarts"
+    );
+    still_serves(&serve, "a_echo").await;
 }
 
 /// A client handler that reports every `notifications/tools/list_changed`.

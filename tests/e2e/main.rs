@@ -22,6 +22,7 @@ mod gateway_load;
 mod lifecycle;
 mod policy;
 mod real;
+mod recovery;
 mod survey;
 mod third_party;
 

@@ -213,6 +213,15 @@ enum Command {
     },
     /// Serve the built-in demo MCP server on stdin/stdout.
     DemoServer,
+    /// Internal: run a stdio server under supervision, so that nothing it
+    /// starts outlives core-agent (core-agent starts each stdio server this way):
+    /// `__supervise <parent-pid> <grace-ms> <command> [<args>…]`.
+    #[command(name = "__supervise", hide = true)]
+    Supervise {
+        /// The parent's pid, the kill grace in milliseconds, the command and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+        words: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -302,6 +311,10 @@ const USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Supervise { words } = cli.command {
+        // It runs a small runtime of its own, and nothing else.
+        return supervise(words);
+    }
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -317,6 +330,48 @@ fn main() -> ExitCode {
     // Children were stopped by Host::shutdown; nothing is left to wait for.
     runtime.shutdown_timeout(Duration::from_millis(100));
     ExitCode::from(code)
+}
+
+/// `core-agent __supervise …`: runs one stdio server under supervision.
+fn supervise(words: Vec<std::ffi::OsString>) -> ExitCode {
+    use core_agent_mcp_transport::supervise::{self, Exit, Plan};
+    let exit = match Plan::parse(words) {
+        Ok(plan) => supervise::run(&plan),
+        Err(e) => Exit::usage(e),
+    };
+    if let Some(message) = &exit.message {
+        eprintln!("core-agent {message}");
+    }
+    ExitCode::from(u8::try_from(exit.code).unwrap_or(FAILED))
+}
+
+/// How stdio servers are launched: through `core-agent __supervise`, so a
+/// `kill -9` of core-agent still stops them (directly when the binary's
+/// path cannot be found).
+fn supervisor() -> Option<core_agent_mcp_transport::Supervisor> {
+    match core_agent_mcp_transport::Supervisor::current_exe() {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprintln!(
+                "core-agent: cannot find its own path ({e}); stdio servers are started without a supervisor"
+            );
+            None
+        }
+    }
+}
+
+/// Restarting crashed servers, for long-lived runs (`serve`, `call --batch`):
+/// 1 s, 2 s, 4 s … at most 5 restarts in 10 minutes. The first delay can be
+/// set in milliseconds with `CORE_AGENT_RESTART_DELAY_MS` (the tests do).
+fn restart_policy() -> core_agent_mcp_transport::RestartPolicy {
+    let mut policy = core_agent_mcp_transport::RestartPolicy::default();
+    if let Some(ms) = std::env::var("CORE_AGENT_RESTART_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        policy.first_delay = Duration::from_millis(ms);
+    }
+    policy
 }
 
 fn init_tracing() {
@@ -453,6 +508,7 @@ async fn run(cli: Cli) -> u8 {
             };
             host.start.timeout = start_timeout;
             host.start.elicitor = Arc::new(NoticeDecline);
+            host.start.supervisor = supervisor();
             let doctor_options = DoctorOptions {
                 cloud: *cloud,
                 offline: *offline,
@@ -511,6 +567,14 @@ async fn run(cli: Cli) -> u8 {
         eprintln!("core-agent: {notice}");
     }
     options.start.elicitor = Arc::new(NoticeDecline);
+    options.start.supervisor = supervisor();
+    // Long-lived runs bring a crashed server back; a one-shot call does not.
+    if matches!(
+        cli.command,
+        Command::Serve { .. } | Command::Call { batch: Some(_), .. }
+    ) {
+        options.start.restart = Some(restart_policy());
+    }
     let env = config.dotenv.over_process();
     // Signals are caught from before the first server is spawned until the
     // last one is stopped: an interrupt while starting drops the start, and
@@ -685,6 +749,7 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
             }
         }
         Command::DemoServer
+        | Command::Supervise { .. }
         | Command::Serve { .. }
         | Command::Config(_)
         | Command::Raw { .. }
@@ -1230,11 +1295,11 @@ fn report_ready(server: &Server, summary: Option<&ServerSummary>) {
                 server.transport(),
             )
         }
-        Status::Error | Status::Closed => eprintln!(
+        Status::Error | Status::Closed | Status::Restarting | Status::Down => eprintln!(
             "core-agent: mcp: {} ({}): error after {ms} ms: {}",
             server.name(),
             server.transport(),
-            clean(&server.error().map(ToString::to_string).unwrap_or_default())
+            clean(&server.problem().unwrap_or_default())
         ),
     }
 }

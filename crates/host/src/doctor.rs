@@ -150,7 +150,7 @@ pub async fn doctor(
                         listed: summary.listed,
                         left_out: summary.left_out_by_reason(),
                         ms: s.elapsed().as_millis(),
-                        error: s.error().map(ToString::to_string),
+                        error: s.problem(),
                     });
                     if let Some(e) = s.error() {
                         findings.push(Finding {

@@ -493,7 +493,7 @@ impl Host {
         let discovered: Vec<(&Server, &ServerEntry, Vec<DiscoveredTool>)> = self
             .servers
             .iter()
-            .filter(|s| s.status() == Status::Connected)
+            .filter(|s| s.status().publishes())
             .filter_map(|s| {
                 let entry = self.entries.iter().find(|e| e.name == s.name())?;
                 Some((s, entry, s.tools().iter().map(discovered).collect()))
@@ -548,7 +548,7 @@ impl Host {
                         .count(),
                     listed: summary.listed,
                     left_out: summary.left_out_by_reason(),
-                    error: s.error().map(ToString::to_string),
+                    error: s.problem(),
                     restricted: catalog.restricted(s.name(), level),
                     warnings,
                 }

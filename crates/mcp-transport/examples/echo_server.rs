@@ -10,6 +10,8 @@
 //!
 //! When `ECHO_SERVER_PID_FILE` is set, the server writes its pid to that file
 //! before it serves, so a test can check that the process is gone later.
+//! When that file already existed (the server was started again), it also
+//! lists the tool `reborn`, which answers `reborn`.
 
 use std::time::Duration;
 
@@ -72,6 +74,11 @@ impl EchoServer {
         format!("slept {} ms", args.ms)
     }
 
+    #[tool(description = "Listed only by a server started again: answers `reborn`.")]
+    async fn reborn(&self) -> String {
+        "reborn".to_owned()
+    }
+
     #[tool(description = "Ask the client for a name and an age; answer with its reply.")]
     async fn ask(&self, context: RequestContext<RoleServer>) -> Result<String, ErrorData> {
         let params: ElicitRequestParams = serde_json::from_value(json!({
@@ -113,14 +120,18 @@ impl ServerHandler for EchoServer {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut tool_router = EchoServer::tool_router();
+    let mut reborn = false;
     if let Some(path) = std::env::var_os("ECHO_SERVER_PID_FILE") {
+        reborn = std::path::Path::new(&path).exists();
         std::fs::write(path, std::process::id().to_string())?;
     }
-    let service = EchoServer {
-        tool_router: EchoServer::tool_router(),
+    if !reborn {
+        tool_router.remove_route("reborn");
     }
-    .serve(rmcp::transport::stdio())
-    .await?;
+    let service = EchoServer { tool_router }
+        .serve(rmcp::transport::stdio())
+        .await?;
     service.waiting().await?;
     Ok(())
 }

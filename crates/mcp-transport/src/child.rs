@@ -4,15 +4,17 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::io::{AsyncWriteExt, DuplexStream};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::watch;
 
 use crate::StartError;
+use crate::supervise::{Ended, Supervisor};
 
 /// How many stderr lines are kept for error reports.
 const TAIL_LINES: usize = 20;
@@ -41,53 +43,112 @@ impl StderrTail {
     }
 }
 
-/// A spawned stdio server.
+/// Extra time a supervisor gets, past the kill grace, to stop its server's
+/// group and reap it before the host kills the supervisor itself.
+const SUPERVISOR_SLACK: Duration = Duration::from_secs(2);
+
+/// A spawned stdio server (directly, or under a [`Supervisor`]).
 #[derive(Debug)]
 pub(crate) struct ChildProcess {
-    child: Child,
     pid: Option<u32>,
+    /// Started through a supervisor: the process is the supervisor, which
+    /// stops the server's group itself.
+    supervised: bool,
     stderr: StderrTail,
     drain: Option<tokio::task::JoinHandle<()>>,
     noise: Arc<Mutex<Option<String>>>,
+    /// How the process ended, once it has (set by the task that waits for it).
+    exit: watch::Receiver<Option<Ended>>,
     /// `terminate` has run: the group is gone.
     stopped: bool,
+    /// How long a supervisor may take to stop once asked.
+    patience: Duration,
 }
 
 impl Drop for ChildProcess {
     /// A child dropped without [`ChildProcess::terminate`] (a start that was
     /// interrupted, a host dropped without shutdown) takes its whole process
-    /// group with it, so nothing it started is left behind.
+    /// group with it, so nothing it started is left behind. A supervisor is
+    /// asked to do that itself (SIGTERM): killing it would orphan the server.
     fn drop(&mut self) {
-        if !self.stopped {
+        if self.stopped {
+            return;
+        }
+        if self.supervised {
+            self.signal(Signal::SIGTERM);
+            // `settle` waits for it, so a shutdown returns once it is gone.
+            if let Ok(mut stopping) = STOPPING.lock() {
+                stopping.push((self.exit.clone(), Instant::now() + self.patience));
+            }
+        } else {
             self.signal(Signal::SIGKILL);
         }
     }
 }
 
+/// Supervisors that were dropped while running, asked to stop, with how
+/// long each may take.
+static STOPPING: Mutex<Vec<(watch::Receiver<Option<Ended>>, Instant)>> = Mutex::new(Vec::new());
+
+/// Waits until every supervisor dropped so far (a start interrupted
+/// part-way) has stopped its server and exited, each at most its grace
+/// plus a little more.
+pub(crate) async fn settle() {
+    let stopping = STOPPING
+        .lock()
+        .map(|mut s| std::mem::take(&mut *s))
+        .unwrap_or_default();
+    for (mut exit, deadline) in stopping {
+        let _ = tokio::time::timeout_at(deadline.into(), exit.wait_for(Option::is_some)).await;
+    }
+}
+
 impl ChildProcess {
     /// Spawns `command` in a process group of its own with stdin and stdout
-    /// piped for MCP and stderr drained into a tail.
+    /// piped for MCP and stderr drained into a tail; under `supervisor`
+    /// when given (the supervisor gets `grace` for stopping the server).
     ///
     /// stdout goes through a filter: JSON lines reach the returned reader,
     /// anything else (a banner, a log line) is dropped and the first such
     /// line is kept for [`ChildProcess::stdout_noise`].
-    pub(crate) fn spawn(
+    pub(crate) async fn spawn(
         server: &str,
         command: &str,
         args: &[String],
         env: &BTreeMap<String, String>,
+        supervisor: Option<&Supervisor>,
+        grace: Duration,
     ) -> Result<(ChildProcess, DuplexStream, ChildStdin), StartError> {
-        let mut cmd = Command::new(command);
-        cmd.args(args)
-            .envs(env)
+        let mut cmd = match supervisor {
+            Some(s) => {
+                let mut cmd = Command::new(&s.program);
+                cmd.args(s.argv(grace, command, args));
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(command);
+                cmd.args(args);
+                cmd
+            }
+        };
+        cmd.envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => StartError::NotFound {
+            // A supervisor is never killed outright (see `Drop`).
+            .kill_on_drop(supervisor.is_none());
+        let spawned = match supervisor {
+            Some(_) => crate::supervise::spawn(cmd).await,
+            None => cmd.spawn(),
+        };
+        let mut child = spawned.map_err(|e| match (e.kind(), supervisor) {
+            (std::io::ErrorKind::NotFound, None) => StartError::NotFound {
                 command: command.to_owned(),
+            },
+            (_, Some(s)) => StartError::Spawn {
+                command: s.program.display().to_string(),
+                message: format!("cannot start the supervisor: {e}"),
             },
             _ => StartError::Spawn {
                 command: command.to_owned(),
@@ -125,18 +186,34 @@ impl ChildProcess {
         let (reader, writer) = tokio::io::duplex(64 * 1024);
         tokio::spawn(filter_stdout(stdout, writer, noise.clone()));
         let pid = child.id();
+        let supervised = supervisor.is_some();
+        let (ended, exit) = watch::channel(None);
+        tokio::spawn(async move {
+            let how = match child.wait().await {
+                Ok(status) => Ended::of(status, supervised),
+                Err(_) => Ended::Code(-1),
+            };
+            let _ = ended.send(Some(how));
+        });
         Ok((
             ChildProcess {
-                child,
                 pid,
+                supervised,
                 stderr: tail,
                 drain,
                 noise,
+                exit,
                 stopped: false,
+                patience: grace + SUPERVISOR_SLACK,
             },
             reader,
             stdin,
         ))
+    }
+
+    /// Whether the process is a supervisor.
+    pub(crate) fn supervised(&self) -> bool {
+        self.supervised
     }
 
     /// The last lines of stderr. Once the child has exited, waits briefly for
@@ -161,35 +238,46 @@ impl ChildProcess {
         self.noise.lock().ok().and_then(|n| n.clone())
     }
 
-    /// The exit status, if the child has exited.
-    pub(crate) fn exited(&mut self) -> Option<String> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => Some(status.to_string()),
-            _ => None,
-        }
+    /// How the child ended, if it has.
+    pub(crate) fn exited(&self) -> Option<Ended> {
+        *self.exit.borrow()
+    }
+
+    /// A receiver that holds how the child ended, once it has.
+    pub(crate) fn exit_watch(&self) -> watch::Receiver<Option<Ended>> {
+        self.exit.clone()
     }
 
     /// Waits up to `within` for the child to exit on its own.
-    pub(crate) async fn wait_exit(&mut self, within: Duration) -> Option<String> {
-        match tokio::time::timeout(within, self.child.wait()).await {
-            Ok(Ok(status)) => Some(status.to_string()),
+    pub(crate) async fn wait_exit(&mut self, within: Duration) -> Option<Ended> {
+        let mut exit = self.exit.clone();
+        match tokio::time::timeout(within, exit.wait_for(Option::is_some)).await {
+            Ok(Ok(how)) => *how,
             _ => None,
         }
     }
 
     /// Stops the child and everything in its process group: a short wait for
     /// it to exit on stdin EOF (the caller has closed stdin), then SIGTERM,
-    /// then SIGKILL after `grace`. Always reaps the child.
+    /// then SIGKILL after `grace`. A supervisor does the same to the
+    /// server's group on SIGTERM, and gets `grace` plus a little more.
     pub(crate) async fn terminate(&mut self, grace: Duration) {
         if self.wait_exit(Duration::from_millis(100)).await.is_none() {
             self.signal(Signal::SIGTERM);
-            if self.wait_exit(grace).await.is_none() {
+            let patience = if self.supervised {
+                grace + SUPERVISOR_SLACK
+            } else {
+                grace
+            };
+            if self.wait_exit(patience).await.is_none() {
                 self.signal(Signal::SIGKILL);
-                let _ = self.child.wait().await;
+                let _ = self.wait_exit(Duration::from_secs(5)).await;
             }
         }
-        // Whatever the leader left behind in its group goes too.
-        self.signal(Signal::SIGKILL);
+        if !self.supervised {
+            // Whatever the leader left behind in its group goes too.
+            self.signal(Signal::SIGKILL);
+        }
         self.stopped = true;
     }
 

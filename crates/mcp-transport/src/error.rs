@@ -117,6 +117,43 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The server's connection ended during the call: a stdio server
+    /// exited (or an HTTP server's connection closed).
+    #[error(
+        "server `{server}` {how} during the call to `{tool}`{next}{}",
+        stderr_suffix(stderr)
+    )]
+    Crashed {
+        /// The server.
+        server: String,
+        /// The server's name for the tool.
+        tool: String,
+        /// What happened: `exited with status 1`, `was killed by signal 9 (SIGKILL)`.
+        how: String,
+        /// What happens next, such as ` (restarting it in 1 s)`; empty when
+        /// the server is not restarted.
+        next: String,
+        /// The last lines it wrote to stderr.
+        stderr: Vec<String>,
+    },
+    /// The server's connection ended earlier and it is not restarted.
+    #[error("server `{server}` is down: it {reason}")]
+    Down {
+        /// The server.
+        server: String,
+        /// How its connection ended, and why it is not restarted.
+        reason: String,
+    },
+    /// The server is being restarted and was not back within the call's timeout.
+    #[error("server `{server}` is being restarted and was not back within {}; it {reason}", humanize(*after))]
+    Restarting {
+        /// The server.
+        server: String,
+        /// How its connection ended.
+        reason: String,
+        /// The call's timeout.
+        after: Duration,
+    },
 }
 
 fn noise_suffix(line: &Option<String>) -> String {
@@ -128,7 +165,7 @@ fn noise_suffix(line: &Option<String>) -> String {
     }
 }
 
-fn stderr_suffix(lines: &[String]) -> String {
+pub(crate) fn stderr_suffix(lines: &[String]) -> String {
     if lines.is_empty() {
         String::new()
     } else {

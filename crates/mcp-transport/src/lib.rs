@@ -4,12 +4,16 @@ mod child;
 mod elicit;
 mod error;
 mod handler;
+mod restart;
 mod server;
+pub mod supervise;
 
 pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor, describe_request, schema_defaults};
 pub use error::{Error, Result, StartError};
 pub use handler::{Progress, ProgressSink};
+pub use restart::RestartPolicy;
 pub use server::{OnReady, Server, Servers, StartOptions, Status};
+pub use supervise::Supervisor;
 
 /// The rmcp model types this crate's API uses (`CallToolResult`, `Tool`,
 /// `ElicitRequestParams`, …).

@@ -18,6 +18,8 @@ use rmcp::{RoleClient, ServiceExt};
 
 use crate::child::ChildProcess;
 use crate::handler::{Handler, ToolState};
+use crate::restart::{Ending, Health, RestartPolicy};
+use crate::supervise::{Ended, Supervisor};
 use crate::{Decline, Elicitor, Error, Result, StartError};
 
 /// How servers are started.
@@ -33,6 +35,14 @@ pub struct StartOptions {
     pub client_name: String,
     /// The `clientInfo` version.
     pub client_version: String,
+    /// Start each stdio server under this supervisor (see
+    /// [`crate::supervise`]), so that nothing it starts outlives the host,
+    /// even a host killed with `kill -9`. `None` (the default): spawn the
+    /// server directly, in a process group of its own.
+    pub supervisor: Option<Supervisor>,
+    /// Start a server again when its connection ends (a crash), with
+    /// backoff. `None` (the default): it stays down, for one-shot use.
+    pub restart: Option<RestartPolicy>,
 }
 
 impl fmt::Debug for StartOptions {
@@ -43,6 +53,8 @@ impl fmt::Debug for StartOptions {
             .field("kill_grace", &self.kill_grace)
             .field("client_name", &self.client_name)
             .field("client_version", &self.client_version)
+            .field("supervisor", &self.supervisor)
+            .field("restart", &self.restart)
             .finish_non_exhaustive()
     }
 }
@@ -55,6 +67,8 @@ impl Default for StartOptions {
             elicitor: Arc::new(Decline),
             client_name: "core-agent".to_owned(),
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
+            supervisor: None,
+            restart: None,
         }
     }
 }
@@ -68,16 +82,32 @@ pub enum Status {
     Error,
     /// It was connected and has been shut down.
     Closed,
+    /// Its connection ended unexpectedly and it is being started again;
+    /// see [`Server::problem`]. Its tools stay listed.
+    Restarting,
+    /// Its connection ended unexpectedly and it is not started again (no
+    /// restart policy, or it was restarted too often); see
+    /// [`Server::problem`]. Its tools stay listed, and calls to them fail
+    /// saying so.
+    Down,
 }
 
 impl Status {
-    /// `"connected"` or `"error"`.
+    /// `"connected"`, `"error"`, `"closed"`, `"restarting"` or `"down"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Connected => "connected",
             Status::Error => "error",
             Status::Closed => "closed",
+            Status::Restarting => "restarting",
+            Status::Down => "down",
         }
+    }
+
+    /// Whether its tools are published: connected, or connected once and
+    /// restarting or down (so names stay stable and calls say why they fail).
+    pub fn publishes(self) -> bool {
+        matches!(self, Status::Connected | Status::Restarting | Status::Down)
     }
 }
 
@@ -89,8 +119,6 @@ pub struct Server {
     transport: &'static str,
     elapsed: Duration,
     state: State,
-    /// `shutdown` has begun: no new call starts.
-    closed: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Server {
@@ -108,27 +136,198 @@ impl fmt::Debug for Server {
 }
 
 enum State {
-    Connected(Box<Connection>),
+    Connected(Arc<Live>),
     Failed(StartError),
 }
 
-/// A live connection. Calls go through a clone of the peer, so the
-/// connection can be shut down through a shared reference.
-struct Connection {
-    peer: rmcp::Peer<RoleClient>,
-    /// Taken by `shutdown`.
-    service: tokio::sync::Mutex<Option<RunningService<RoleClient, Handler>>>,
+/// A server that connected: its current connection (replaced when it is
+/// restarted) and what outlives each connection (its tools, call slots,
+/// progress sinks, health).
+pub(crate) struct Live {
+    current: std::sync::RwLock<Arc<Connection>>,
+    health: tokio::sync::watch::Sender<Health>,
     tools: Arc<ToolState>,
-    /// Taken by `shutdown`.
+    /// Where each call's progress updates go.
+    progress: crate::handler::ProgressSinks,
+    /// At most `max_concurrent_calls` calls in flight.
+    slots: Arc<tokio::sync::Semaphore>,
+    /// `shutdown` has begun: no new call starts, no restart either.
+    closed: std::sync::atomic::AtomicBool,
+    /// The task that watches the connection and restarts it.
+    monitor: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Live {
+    /// The current connection.
+    pub(crate) fn connection(&self) -> Arc<Connection> {
+        match self.current.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Puts a new connection in place of the one that ended.
+    pub(crate) fn replace(&self, conn: Connection) {
+        let conn = Arc::new(conn);
+        match self.current.write() {
+            Ok(mut c) => *c = conn,
+            Err(poisoned) => *poisoned.into_inner() = conn,
+        }
+    }
+
+    pub(crate) fn set_health(&self, health: Health) {
+        self.health.send_replace(health);
+    }
+
+    fn health(&self) -> Health {
+        self.health.borrow().clone()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits, at most `timeout`, while the server is being restarted;
+    /// refuses when it is down.
+    async fn ready(&self, server: &str, timeout: Duration) -> Result<()> {
+        let mut health = self.health.subscribe();
+        let settled = tokio::time::timeout(
+            timeout,
+            health.wait_for(|h| !matches!(h, Health::Restarting(_))),
+        )
+        .await
+        .map(|h| h.map(|h| h.clone()));
+        match settled {
+            Ok(Ok(Health::Down(reason))) => Err(Error::Down {
+                server: server.to_owned(),
+                reason,
+            }),
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::Restarting {
+                server: server.to_owned(),
+                reason: match self.health() {
+                    Health::Restarting(reason) | Health::Down(reason) => reason,
+                    Health::Up => String::new(),
+                },
+                after: timeout,
+            }),
+        }
+    }
+}
+
+/// One live connection. Calls go through a clone of the peer, so the
+/// connection can be shut down through a shared reference.
+pub(crate) struct Connection {
+    peer: rmcp::Peer<RoleClient>,
+    /// Cancels the rmcp service; taken by `stop`.
+    cancel: std::sync::Mutex<Option<rmcp::service::RunningServiceCancellationToken>>,
+    /// True once the rmcp service has ended (cancelled, or the transport closed).
+    done: tokio::sync::watch::Receiver<bool>,
+    /// Taken by `stop` and by `ended`.
     child: tokio::sync::Mutex<Option<ChildProcess>>,
+    /// How the child ended, once it has.
+    exit: Option<tokio::sync::watch::Receiver<Option<Ended>>>,
     /// The child's first non-protocol stdout line, readable without the child.
     noise: Option<Arc<std::sync::Mutex<Option<String>>>>,
     server_info: Option<Implementation>,
     kill_grace: Duration,
-    /// At most `max_concurrent_calls` calls in flight.
-    slots: Arc<tokio::sync::Semaphore>,
-    /// Where each call's progress updates go.
-    progress: crate::handler::ProgressSinks,
+    /// Why the connection ended and what happens next, once known (for
+    /// the calls that were in flight).
+    ending: tokio::sync::watch::Sender<Option<(Ending, String)>>,
+}
+
+impl Connection {
+    fn new(
+        service: RunningService<RoleClient, Handler>,
+        child: Option<ChildProcess>,
+        kill_grace: Duration,
+    ) -> Connection {
+        let (ended, done) = tokio::sync::watch::channel(false);
+        let peer = service.peer().clone();
+        let server_info = service.peer_info().and_then(|p| p.server_info.clone());
+        let cancel = service.cancellation_token();
+        tokio::spawn(async move {
+            let _ = service.waiting().await;
+            let _ = ended.send(true);
+        });
+        Connection {
+            peer,
+            cancel: std::sync::Mutex::new(Some(cancel)),
+            done,
+            exit: child.as_ref().map(ChildProcess::exit_watch),
+            noise: child.as_ref().map(ChildProcess::noise_handle),
+            child: tokio::sync::Mutex::new(child),
+            server_info,
+            kill_grace,
+            ending: tokio::sync::watch::channel(None).0,
+        }
+    }
+
+    /// Waits until the connection ends (the rmcp service ends, or the child
+    /// exits), stops what is left of the child, and says what happened.
+    pub(crate) async fn ended(&self) -> Ending {
+        let mut done = self.done.clone();
+        match self.exit.clone() {
+            Some(mut exit) => {
+                tokio::select! {
+                    _ = done.wait_for(|d| *d) => {}
+                    _ = exit.wait_for(Option::is_some) => {}
+                }
+            }
+            None => {
+                let _ = done.wait_for(|d| *d).await;
+            }
+        }
+        self.cancel_service();
+        let Some(mut child) = self.child.lock().await.take() else {
+            return Ending {
+                how: "closed the connection".to_owned(),
+                stderr: Vec::new(),
+            };
+        };
+        // A server that closed stdout is given a moment to exit.
+        let by_itself = child.wait_exit(Duration::from_millis(500)).await;
+        child.terminate(self.kill_grace).await;
+        Ending {
+            how: match by_itself {
+                Some(ended) => ended.sentence(),
+                None => "closed its stdout (it was stopped)".to_owned(),
+            },
+            stderr: child.stderr_lines().await,
+        }
+    }
+
+    /// Tells the calls that were in flight why the connection ended, and
+    /// what happens next (`next`, such as `; restarting it`).
+    pub(crate) fn report(&self, ending: Ending, next: &str) {
+        self.ending.send_replace(Some((ending, next.to_owned())));
+    }
+
+    /// Why the connection ended, waiting at most `within` to hear it.
+    async fn ending(&self, within: Duration) -> Option<(Ending, String)> {
+        let mut ending = self.ending.subscribe();
+        tokio::time::timeout(within, ending.wait_for(Option::is_some))
+            .await
+            .ok()
+            .and_then(|e| e.ok().and_then(|e| e.clone()))
+    }
+
+    fn cancel_service(&self) {
+        if let Some(cancel) = self.cancel.lock().ok().and_then(|mut c| c.take()) {
+            cancel.cancel();
+        }
+    }
+
+    /// Closes the connection: the service is cancelled (closing a child's
+    /// stdin), then the child is stopped with its group.
+    async fn stop(&self) {
+        self.cancel_service();
+        let mut done = self.done.clone();
+        let _ = tokio::time::timeout(Duration::from_secs(1), done.wait_for(|d| *d)).await;
+        if let Some(mut child) = self.child.lock().await.take() {
+            child.terminate(self.kill_grace).await;
+        }
+    }
 }
 
 impl Server {
@@ -152,28 +351,33 @@ impl Server {
         self.elapsed
     }
 
-    /// Connected or error.
+    /// Connected, failed to start, shut down, restarting or down.
     pub fn status(&self) -> Status {
-        match self.state {
+        match &self.state {
             State::Failed(_) => Status::Error,
-            State::Connected(_) if self.is_closed() => Status::Closed,
-            State::Connected(_) => Status::Connected,
+            State::Connected(live) if live.is_closed() => Status::Closed,
+            State::Connected(live) => match live.health() {
+                Health::Up => Status::Connected,
+                Health::Restarting(_) => Status::Restarting,
+                Health::Down(_) => Status::Down,
+            },
         }
     }
 
-    fn is_closed(&self) -> bool {
-        self.closed.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// The live connection, unless the server failed or was shut down.
-    fn connection(&self) -> Option<&Connection> {
+    /// The server, unless it failed to start or was shut down.
+    fn live(&self) -> Option<&Arc<Live>> {
         match &self.state {
-            State::Connected(c) if !self.is_closed() => Some(c),
+            State::Connected(live) if !live.is_closed() => Some(live),
             _ => None,
         }
     }
 
-    /// Why the server is not connected.
+    /// The current connection, unless the server failed or was shut down.
+    fn connection(&self) -> Option<Arc<Connection>> {
+        self.live().map(|l| l.connection())
+    }
+
+    /// Why the server failed to start.
     pub fn error(&self) -> Option<&StartError> {
         match &self.state {
             State::Failed(e) => Some(e),
@@ -181,26 +385,37 @@ impl Server {
         }
     }
 
+    /// Why the server is not answering, in words: why it failed to start,
+    /// or why its connection ended (when it is restarting or down).
+    pub fn problem(&self) -> Option<String> {
+        match &self.state {
+            State::Failed(e) => Some(e.to_string()),
+            State::Connected(live) => match live.health() {
+                Health::Up => None,
+                Health::Restarting(reason) => Some(format!("restarting: it {reason}")),
+                Health::Down(reason) => Some(format!("down: it {reason}")),
+            },
+        }
+    }
+
     /// The tools the server lists now (kept current on `tools/list_changed`).
     pub fn tools(&self) -> Vec<Tool> {
-        self.connection()
-            .map(|c| c.tools.tools())
-            .unwrap_or_default()
+        self.live().map(|l| l.tools.tools()).unwrap_or_default()
     }
 
     /// The first line a stdio server wrote to stdout that was not a protocol
     /// message (such lines are dropped; a well-behaved server writes none).
     pub fn stdout_noise(&self) -> Option<String> {
-        self.connection()
-            .and_then(|c| c.noise.as_ref())
-            .and_then(|n| n.lock().ok().and_then(|n| n.clone()))
+        let conn = self.connection()?;
+        let noise = conn.noise.as_ref()?;
+        noise.lock().ok().and_then(|n| n.clone())
     }
 
     /// Things about the server the operator should hear (for example that
     /// its tool list was cut at `max_pages`).
     pub fn warnings(&self) -> Vec<String> {
-        match self.connection() {
-            Some(c) if c.tools.truncated() => vec![format!(
+        match self.live() {
+            Some(l) if l.tools.truncated() => vec![format!(
                 "{}: stopped listing tools after {} pages (max_pages); tools on later pages are not published",
                 self.name, self.limits.max_pages
             )],
@@ -242,23 +457,22 @@ impl Server {
         timeout: Duration,
         progress: Option<&crate::ProgressSink>,
     ) -> Result<CallToolResult> {
-        let Some(conn) = self.connection() else {
+        let Some(live) = self.live() else {
             return Err(Error::NotConnected {
                 server: self.name.clone(),
             });
         };
+        // A call that comes in while the server is being restarted waits
+        // for it (within its timeout); one to a server that is down fails.
+        live.ready(&self.name, timeout).await?;
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         // Wait for a slot first: the timeout covers the call itself.
-        let Ok(_slot) = conn.slots.clone().acquire_owned().await else {
+        let Ok(_slot) = live.slots.clone().acquire_owned().await else {
             return Err(Error::NotConnected {
                 server: self.name.clone(),
             });
         };
-        let failed = |e: rmcp::ServiceError| Error::Call {
-            server: self.name.clone(),
-            tool: tool.to_owned(),
-            message: e.to_string(),
-        };
+        let conn = live.connection();
         let timed_out = || Error::Timeout {
             server: self.name.clone(),
             tool: tool.to_owned(),
@@ -267,22 +481,25 @@ impl Server {
         let Some(sink) = progress else {
             return match tokio::time::timeout(timeout, conn.peer.call_tool(params)).await {
                 Ok(Ok(result)) => Ok(result),
-                Ok(Err(e)) => Err(failed(e)),
+                Ok(Err(e)) => Err(self.failed(&conn, tool, e).await),
                 Err(_) => Err(timed_out()),
             };
         };
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = conn
+        let handle = match conn
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
-            .map_err(failed)?;
+        {
+            Ok(handle) => handle,
+            Err(e) => return Err(self.failed(&conn, tool, e).await),
+        };
         let token = handle.progress_token.clone();
-        if let Ok(mut sinks) = conn.progress.lock() {
+        if let Ok(mut sinks) = live.progress.lock() {
             sinks.insert(token.clone(), sink.clone());
         }
         // Unregistered however the call ends, dropped mid-way included.
-        let _registered = Unregister(&conn.progress, token);
+        let _registered = Unregister(&live.progress, token);
         let outcome = tokio::time::timeout(timeout, handle.await_response()).await;
         // Notifications are handled on their own tasks: let the last ones land.
         for _ in 0..4 {
@@ -290,9 +507,35 @@ impl Server {
         }
         match outcome {
             Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
-            Ok(Ok(_)) => Err(failed(rmcp::ServiceError::UnexpectedResponse)),
-            Ok(Err(e)) => Err(failed(e)),
+            Ok(Ok(_)) => Err(self
+                .failed(&conn, tool, rmcp::ServiceError::UnexpectedResponse)
+                .await),
+            Ok(Err(e)) => Err(self.failed(&conn, tool, e).await),
             Err(_) => Err(timed_out()),
+        }
+    }
+
+    /// The error for a call that failed with `e`: when the connection ended
+    /// under it (a crash), what happened to the server, else `e` itself.
+    async fn failed(&self, conn: &Connection, tool: &str, e: rmcp::ServiceError) -> Error {
+        let lost = matches!(
+            e,
+            rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
+        );
+        // Stopping a crashed child and reading its stderr takes a moment.
+        if lost && let Some((ending, next)) = conn.ending(Duration::from_secs(5)).await {
+            return Error::Crashed {
+                server: self.name.clone(),
+                tool: tool.to_owned(),
+                how: ending.how,
+                next,
+                stderr: ending.stderr,
+            };
+        }
+        Error::Call {
+            server: self.name.clone(),
+            tool: tool.to_owned(),
+            message: e.to_string(),
         }
     }
 
@@ -300,15 +543,25 @@ impl Server {
     /// SIGKILL after the kill grace, with its whole process group.
     /// Calls in flight fail; later calls are refused as not connected.
     pub async fn shutdown(&self) {
-        let State::Connected(conn) = &self.state else {
+        let State::Connected(live) = &self.state else {
             return;
         };
-        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        if let Some(mut service) = conn.service.lock().await.take() {
-            let _ = service.close_with_timeout(Duration::from_secs(1)).await;
+        live.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        // A restart in flight is dropped, and its child with it.
+        let monitor = live.monitor.lock().ok().and_then(|mut m| m.take());
+        if let Some(monitor) = monitor {
+            monitor.abort();
+            let _ = monitor.await;
         }
-        if let Some(mut child) = conn.child.lock().await.take() {
-            child.terminate(conn.kill_grace).await;
+        live.connection().stop().await;
+    }
+
+    /// Stops the task that watches the connection, without waiting.
+    fn forget(&self) {
+        if let State::Connected(live) = &self.state
+            && let Some(monitor) = live.monitor.lock().ok().and_then(|mut m| m.take())
+        {
+            monitor.abort();
         }
     }
 }
@@ -346,10 +599,14 @@ impl Slot {
 }
 
 impl Drop for Servers {
-    /// Starts still in flight are dropped, and their children with them.
+    /// Starts still in flight are dropped, and their children with them;
+    /// so are the tasks that watch connected servers.
     fn drop(&mut self) {
         for slot in &self.slots {
             slot.abort();
+            if let Some(server) = slot.server.get() {
+                server.forget();
+            }
         }
     }
 }
@@ -408,7 +665,18 @@ impl Servers {
                 let (filled, changed) = (cell.clone(), changed.clone());
                 let on_ready = on_ready.clone();
                 let task = tokio::spawn(async move {
-                    let server = start_one(&entry, launch, &options, changed.clone()).await;
+                    let relaunch = Relaunch {
+                        entry,
+                        launch,
+                        options,
+                    };
+                    let server = start_one(&relaunch, changed.clone()).await;
+                    if let State::Connected(live) = &server.state
+                        && let Ok(mut monitor) = live.monitor.lock()
+                    {
+                        *monitor =
+                            Some(tokio::spawn(crate::restart::watch(live.clone(), relaunch)));
+                    }
                     if filled.set(server).is_ok()
                         && let (Some(on_ready), Some(server)) = (on_ready, filled.get())
                     {
@@ -491,6 +759,8 @@ impl Servers {
             let _ = task.await;
         }
         futures::future::join_all(self.iter().map(Server::shutdown)).await;
+        // Supervisors of starts dropped part-way stop their servers themselves.
+        crate::child::settle().await;
         self.changed.send_modify(|v| *v += 1);
     }
 
@@ -508,6 +778,7 @@ impl Servers {
 }
 
 /// What a server needs to start, with placeholders expanded.
+#[derive(Clone)]
 enum Launch {
     Stdio {
         command: String,
@@ -541,46 +812,80 @@ impl Launch {
     }
 }
 
-async fn start_one(
-    entry: &ServerEntry,
+/// Everything needed to start a server, again after a crash.
+pub(crate) struct Relaunch {
+    entry: ServerEntry,
     launch: Launch,
-    options: &StartOptions,
-    changed: Arc<tokio::sync::watch::Sender<u64>>,
-) -> Server {
+    options: StartOptions,
+}
+
+impl Relaunch {
+    pub(crate) fn name(&self) -> &str {
+        &self.entry.name
+    }
+
+    pub(crate) fn policy(&self) -> Option<RestartPolicy> {
+        self.options.restart
+    }
+
+    /// A client handler that keeps its tools and progress sinks in `tools`
+    /// and `progress` (the same ones across restarts).
+    fn handler(&self, tools: Arc<ToolState>, progress: crate::handler::ProgressSinks) -> Handler {
+        Handler {
+            server: self.entry.name.clone(),
+            progress,
+            elicitor: self.options.elicitor.clone(),
+            client_info: Implementation::new(
+                self.options.client_name.clone(),
+                self.options.client_version.clone(),
+            ),
+            tools,
+            max_pages: self.entry.spec.limits.max_pages,
+        }
+    }
+
+    /// Spawns or connects, initializes and lists tools, into `handler`.
+    async fn start(&self, handler: Handler) -> Started {
+        match self.launch.clone() {
+            Launch::Unsupported(e) => Err(e),
+            Launch::Stdio { command, args, env } => {
+                start_stdio(&self.entry, handler, &command, &args, &env, &self.options).await
+            }
+            Launch::Http { url, headers } => {
+                start_http(handler, &url, &headers, &self.options).await
+            }
+        }
+    }
+
+    /// Starts the server again for `live`: same tools state, same sinks.
+    pub(crate) async fn connect(&self, live: &Live) -> std::result::Result<Connection, StartError> {
+        let handler = self.handler(live.tools.clone(), live.progress.clone());
+        let (service, child) = self.start(handler).await?;
+        Ok(Connection::new(service, child, self.options.kill_grace))
+    }
+}
+
+async fn start_one(relaunch: &Relaunch, changed: Arc<tokio::sync::watch::Sender<u64>>) -> Server {
     let started = Instant::now();
+    let entry = &relaunch.entry;
     let tools = Arc::new(ToolState::new(changed));
     let progress = crate::handler::ProgressSinks::default();
-    let handler = Handler {
-        server: entry.name.clone(),
-        progress: progress.clone(),
-        elicitor: options.elicitor.clone(),
-        client_info: Implementation::new(
-            options.client_name.clone(),
-            options.client_version.clone(),
-        ),
-        tools: tools.clone(),
-        max_pages: entry.spec.limits.max_pages,
-    };
-    let state = match launch {
-        Launch::Unsupported(e) => Err(e),
-        Launch::Stdio { command, args, env } => {
-            start_stdio(entry, handler, &command, &args, &env, options).await
-        }
-        Launch::Http { url, headers } => start_http(handler, &url, &headers, options).await,
-    };
-    let state = match state {
-        Ok((service, child)) => State::Connected(Box::new(Connection {
-            peer: service.peer().clone(),
-            server_info: service.peer_info().and_then(|p| p.server_info.clone()),
-            service: tokio::sync::Mutex::new(Some(service)),
+    let handler = relaunch.handler(tools.clone(), progress.clone());
+    let state = match relaunch.start(handler).await {
+        Ok((service, child)) => State::Connected(Arc::new(Live {
+            current: std::sync::RwLock::new(Arc::new(Connection::new(
+                service,
+                child,
+                relaunch.options.kill_grace,
+            ))),
+            health: tokio::sync::watch::channel(Health::Up).0,
             tools,
-            noise: child.as_ref().map(ChildProcess::noise_handle),
-            child: tokio::sync::Mutex::new(child),
-            kill_grace: options.kill_grace,
+            progress,
             slots: Arc::new(tokio::sync::Semaphore::new(
                 entry.spec.limits.max_concurrent_calls.max(1),
             )),
-            progress,
+            closed: std::sync::atomic::AtomicBool::new(false),
+            monitor: std::sync::Mutex::new(None),
         })),
         Err(e) => State::Failed(e),
     };
@@ -591,7 +896,6 @@ async fn start_one(
         transport: entry.spec.transport.kind(),
         elapsed: started.elapsed(),
         state,
-        closed: std::sync::atomic::AtomicBool::new(false),
     }
 }
 
@@ -674,7 +978,15 @@ async fn start_stdio(
     env: &BTreeMap<String, String>,
     options: &StartOptions,
 ) -> Started {
-    let (mut child, stdout, stdin) = ChildProcess::spawn(&entry.name, command, args, env)?;
+    let (mut child, stdout, stdin) = ChildProcess::spawn(
+        &entry.name,
+        command,
+        args,
+        env,
+        options.supervisor.as_ref(),
+        options.kill_grace,
+    )
+    .await?;
     let error = match handshake(handler, (stdout, stdin), options.timeout).await {
         Some(Ok(service)) => return Ok((service, Some(child))),
         Some(Err(e)) => {
@@ -683,11 +995,23 @@ async fn start_stdio(
                 Some(status) => Some(status),
                 None => child.wait_exit(Duration::from_millis(200)).await,
             };
-            let stderr = child.stderr_lines().await;
+            let mut stderr = child.stderr_lines().await;
             let stdout = child.stdout_noise();
             match (exited, e) {
-                (Some(status), _) => StartError::Exited {
-                    status,
+                // The supervisor could not start the command: it said why.
+                (Some(Ended::Code(crate::supervise::NOT_FOUND)), _) if child.supervised() => {
+                    StartError::NotFound {
+                        command: command.to_owned(),
+                    }
+                }
+                (Some(Ended::Code(crate::supervise::CANNOT_START)), _) if child.supervised() => {
+                    StartError::Spawn {
+                        command: command.to_owned(),
+                        message: stderr.pop().unwrap_or_default(),
+                    }
+                }
+                (Some(ended), _) => StartError::Exited {
+                    status: ended.status(),
                     stdout,
                     stderr,
                 },

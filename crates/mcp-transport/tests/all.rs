@@ -16,8 +16,8 @@ use core_agent_mcp_transport::model::{
     CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
 };
 use core_agent_mcp_transport::{
-    AcceptDefaults, BoxFuture, Decline, Elicitor, Error, Servers, StartError, StartOptions, Status,
-    describe_request, schema_defaults,
+    AcceptDefaults, BoxFuture, Decline, Elicitor, Error, RestartPolicy, Servers, StartError,
+    StartOptions, Status, Supervisor, describe_request, schema_defaults,
 };
 use serde_json::{Value, json};
 
@@ -857,4 +857,186 @@ fn start_options_default_as_documented() {
     assert_eq!(options.kill_grace, Duration::from_secs(3));
     assert_eq!(options.client_name, "core-agent");
     assert_eq!(options.client_version, env!("CARGO_PKG_VERSION"));
+}
+
+// ---------------------------------------------------------------- crashes and restarts
+
+fn kill9(pid: i32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+}
+
+/// Restarts after 10 ms, 20 ms, 40 ms …
+fn quick_restarts() -> StartOptions {
+    StartOptions {
+        restart: Some(RestartPolicy {
+            first_delay: Duration::from_millis(10),
+            ..RestartPolicy::default()
+        }),
+        ..StartOptions::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_fails_the_call_in_flight_saying_so_and_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let entry = echo("e", &[("ECHO_SERVER_PID_FILE", pid_file.to_str().unwrap())]);
+    let servers = start(&[entry], &quick_restarts()).await;
+    let server = servers.get("e").unwrap();
+    let first = read_pid(&pid_file);
+    let version = servers.tools_version();
+
+    let in_flight = server.call_tool("sleep", args(json!({"ms": 60000})), CALL);
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        kill9(first);
+    };
+    let (result, ()) = tokio::join!(in_flight, killer);
+    let err = result.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "server `e` was killed by signal 9 (SIGKILL) during the call to `sleep` (restarting it in 10 ms)"
+    );
+    assert!(matches!(err, Error::Crashed { .. }), "{err:?}");
+
+    // The next call waits for the restart and is answered by a new process,
+    // under the same tool name.
+    let result = server
+        .call_tool("echo", args(json!({"text": "again"})), CALL)
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "again");
+    let second = read_pid(&pid_file);
+    assert_ne!(first, second);
+    assert_eq!(server.status(), Status::Connected);
+    assert!(server.problem().is_none());
+    // The new process lists one more tool; the list is current.
+    assert!(
+        servers.tools_version() > version,
+        "the restart listed the tools again, so a catalog is rebuilt"
+    );
+    let mut names: Vec<String> = server.tools().iter().map(|t| t.name.to_string()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["ask", "echo", "env", "reborn", "sleep"]);
+    let result = server
+        .call_tool("reborn", args(json!({})), CALL)
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "reborn");
+    servers.shutdown().await;
+    assert!(gone(second).await);
+}
+
+#[tokio::test]
+async fn without_a_restart_policy_a_killed_server_stays_down_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("pid");
+    let entry = echo("e", &[("ECHO_SERVER_PID_FILE", pid_file.to_str().unwrap())]);
+    let servers = start(&[entry], &StartOptions::default()).await;
+    let server = servers.get("e").unwrap();
+    kill9(read_pid(&pid_file));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.status() != Status::Down {
+        assert!(Instant::now() < deadline, "{:?}", server.status());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.status().as_str(), "down");
+    assert_eq!(
+        server.problem().as_deref(),
+        Some("down: it was killed by signal 9 (SIGKILL)")
+    );
+    // Its tools stay listed, so their names do not change under the caller.
+    assert_eq!(server.tools().len(), 4);
+    let err = server
+        .call_tool("echo", args(json!({"text": "x"})), CALL)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "server `e` is down: it was killed by signal 9 (SIGKILL)"
+    );
+    servers.shutdown().await;
+}
+
+// ---------------------------------------------------------------- the supervisor
+
+/// `<target>/debug/examples/supervisor`: a supervisor binary written with
+/// the library, as a library user would.
+fn supervisor() -> Supervisor {
+    let echo = PathBuf::from(echo_server());
+    let path = echo.with_file_name("supervisor");
+    assert!(path.exists(), "{} is not built", path.display());
+    Supervisor {
+        program: path,
+        args: Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn a_supervised_server_starts_fails_and_stops_like_a_direct_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader_file = dir.path().join("leader");
+    let grandchild_file = dir.path().join("grandchild");
+    let escapee_file = dir.path().join("escapee");
+    // One grandchild stays in the server's group; the other leaves it
+    // (setsid): once the server is gone, it is the supervisor's child.
+    let script = format!(
+        "sleep 300 </dev/null >/dev/null 2>&1 & echo $! > '{}'; \
+         setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > '{}'; exec '{}'",
+        grandchild_file.display(),
+        escapee_file.display(),
+        echo_server()
+    );
+    let entries = [
+        stdio(
+            "family",
+            "sh",
+            &["-c", &script],
+            &[("ECHO_SERVER_PID_FILE", leader_file.to_str().unwrap())],
+        ),
+        stdio("missing", "/nonexistent/server", &[], &[]),
+        stdio("dies", "sh", &["-c", "echo boom >&2; exit 3"], &[]),
+    ];
+    let options = StartOptions {
+        supervisor: Some(supervisor()),
+        ..StartOptions::default()
+    };
+    let servers = start(&entries, &options).await;
+    let family = servers.get("family").unwrap();
+    assert_eq!(family.status(), Status::Connected, "{:?}", family.error());
+    let result = family
+        .call_tool("echo", args(json!({"text": "through a supervisor"})), CALL)
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "through a supervisor");
+    assert_eq!(
+        servers.get("missing").unwrap().error().unwrap().to_string(),
+        "command not found: `/nonexistent/server`; install it or fix `command` (PATH is searched when it has no `/`)"
+    );
+    assert_eq!(
+        servers.get("dies").unwrap().error().unwrap().to_string(),
+        "exited during start (exit status: 3); its stderr ended with:\n    boom"
+    );
+
+    let pids = [
+        read_pid(&leader_file),
+        read_pid(&grandchild_file),
+        read_pid(&escapee_file),
+    ];
+    for pid in pids {
+        assert!(alive(pid), "pid {pid} should run before shutdown");
+    }
+    let started = Instant::now();
+    servers.shutdown().await;
+    // The server exits on stdin EOF; the supervisor then stops the rest of
+    // its group and its reparented children (the `sleep`s) and exits: no
+    // grace is waited out.
+    assert!(started.elapsed() < Duration::from_secs(3));
+    for pid in pids {
+        assert!(gone(pid).await, "pid {pid} is still running after shutdown");
+    }
 }

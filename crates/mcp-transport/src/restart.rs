@@ -1,0 +1,172 @@
+//! A connected server whose connection ends unexpectedly (a stdio server
+//! that crashed, an HTTP server whose session could not be re-initialized):
+//! what is said about it, and restarting it with backoff.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::humanize;
+use crate::server::{Live, Relaunch};
+
+/// When and how often a server whose connection ended is started again.
+///
+/// The `n`-th restart within `window` (counting from 0) waits
+/// `first_delay × 2ⁿ`; once `max_restarts` restarts happened within
+/// `window`, the server stays down. A restart that fails to start counts
+/// as a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// The wait before the first restart (1 s by default); each further
+    /// restart within the window waits twice as long as the one before.
+    pub first_delay: Duration,
+    /// At most this many restarts within `window` (5 by default).
+    pub max_restarts: usize,
+    /// The window the restarts are counted in (10 minutes by default).
+    pub window: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            first_delay: Duration::from_secs(1),
+            max_restarts: 5,
+            window: Duration::from_secs(600),
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The wait before a restart when `done` restarts already happened
+    /// within the window.
+    pub fn delay(&self, done: usize) -> Duration {
+        let factor = 1u32.checked_shl(u32::try_from(done).unwrap_or(u32::MAX));
+        factor
+            .and_then(|f| self.first_delay.checked_mul(f))
+            .unwrap_or(Duration::MAX)
+    }
+}
+
+/// How a connected server is doing now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Health {
+    /// Its connection is up.
+    Up,
+    /// Its connection ended (the reason); it is being started again.
+    Restarting(String),
+    /// Its connection ended (the reason, with why it is not restarted).
+    Down(String),
+}
+
+/// How one connection ended: what happened, and the last lines of stderr.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ending {
+    /// `exited with status 1`, `was killed by signal 9 (SIGKILL)`,
+    /// `closed the connection`.
+    pub(crate) how: String,
+    /// The last lines a stdio server wrote to stderr.
+    pub(crate) stderr: Vec<String>,
+}
+
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}{}",
+            self.how,
+            crate::error::stderr_suffix(&self.stderr)
+        )
+    }
+}
+
+/// Watches a connected server: when its connection ends and it was not
+/// shut down, says why (to calls in flight and in its status), then
+/// restarts it under `policy`, or leaves it down when there is none or the
+/// limit is reached. Runs until the server is shut down or stays down.
+pub(crate) async fn watch(live: Arc<Live>, relaunch: Relaunch) {
+    let mut restarts: VecDeque<Instant> = VecDeque::new();
+    loop {
+        let conn = live.connection();
+        let ending = conn.ended().await;
+        if live.is_closed() {
+            return;
+        }
+        tracing::warn!(server = %relaunch.name(), "the server {ending}");
+        let Some(policy) = relaunch.policy() else {
+            live.set_health(Health::Down(ending.to_string()));
+            conn.report(ending, "");
+            return;
+        };
+        // What the status says: how it ended, what happened since, then its stderr.
+        let stderr = crate::error::stderr_suffix(&ending.stderr);
+        let how = ending.how.clone();
+        let mut since = String::new();
+        let mut first = Some((conn, ending));
+        loop {
+            let now = Instant::now();
+            while restarts
+                .front()
+                .is_some_and(|t| now.duration_since(*t) > policy.window)
+            {
+                restarts.pop_front();
+            }
+            if restarts.len() >= policy.max_restarts {
+                let gave_up = format!(
+                    "it was restarted {} times within {}, so it stays down",
+                    restarts.len(),
+                    window(policy.window)
+                );
+                live.set_health(Health::Down(format!("{how}{since}; {gave_up}{stderr}")));
+                if let Some((conn, ending)) = first.take() {
+                    conn.report(ending, &format!(" ({gave_up})"));
+                }
+                return;
+            }
+            let delay = policy.delay(restarts.len());
+            live.set_health(Health::Restarting(format!("{how}{since}{stderr}")));
+            if let Some((conn, ending)) = first.take() {
+                conn.report(ending, &format!(" (restarting it in {})", humanize(delay)));
+            }
+            tokio::time::sleep(delay).await;
+            restarts.push_back(Instant::now());
+            match relaunch.connect(&live).await {
+                Ok(conn) => {
+                    tracing::info!(server = %relaunch.name(), "restarted");
+                    live.replace(conn);
+                    live.set_health(Health::Up);
+                    break;
+                }
+                Err(e) => since = format!("; restarting it failed: {e}"),
+            }
+            if live.is_closed() {
+                return;
+            }
+        }
+    }
+}
+
+/// `10 min` for whole minutes, else as [`humanize`] says it.
+fn window(d: Duration) -> String {
+    match d.as_secs() {
+        s if s >= 60 && s % 60 == 0 && d.subsec_nanos() == 0 => format!("{} min", s / 60),
+        _ => humanize(d),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_policy_is_1_2_4_seconds_at_most_5_in_10_minutes() {
+        let policy = RestartPolicy::default();
+        let delays: Vec<u64> = (0..5).map(|n| policy.delay(n).as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 8, 16]);
+        assert_eq!(policy.max_restarts, 5);
+        assert_eq!(policy.window, Duration::from_secs(600));
+        assert_eq!(window(policy.window), "10 min");
+        assert_eq!(window(Duration::from_secs(90)), "90 s");
+        // Never overflows.
+        assert_eq!(policy.delay(200), Duration::MAX);
+    }
+}
