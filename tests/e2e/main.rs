@@ -23,6 +23,7 @@ mod lifecycle;
 mod policy;
 mod real;
 mod survey;
+mod terminal;
 mod third_party;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};
