@@ -202,6 +202,7 @@ fn a_call_does_not_wait_for_a_server_that_never_starts() {
     );
     let run = p.run(&[
         "call",
+        "--verbose",
         "--yes",
         "demo_divide",
         r#"{"a": 1, "b": 4}"#,
