@@ -119,7 +119,11 @@ fn ctrl_c_cancels_the_call_on_the_server_and_leaves_no_process() {
 fn wait_for(path: &Path) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -203,7 +207,10 @@ fn elicitation_on_a_terminal_can_be_declined_or_cancelled() {
     let mut s = elicitation(&p);
     s.send(DOWN).unwrap();
     s.send("\r").unwrap(); // decline
-    expect(&mut s, "User declined to provide the requested information.");
+    expect(
+        &mut s,
+        "User declined to provide the requested information.",
+    );
     let (out, code) = finish(s);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(r#""action": "decline""#), "{out}");

@@ -125,17 +125,18 @@ fn bound(prop: &Value, inclusive: &str, exclusive: &str) -> Option<(f64, bool)> 
     prop.get(exclusive)
         .and_then(Value::as_f64)
         .map(|n| (n, true))
-        .or_else(|| prop.get(inclusive).and_then(Value::as_f64).map(|n| (n, false)))
+        .or_else(|| {
+            prop.get(inclusive)
+                .and_then(Value::as_f64)
+                .map(|n| (n, false))
+        })
 }
 
 fn field(name: &str, prop: &Value, required: bool) -> Field {
     let kind = match prop.get("type").and_then(Value::as_str) {
         Some("boolean") => Kind::Bool,
         Some("array") => {
-            let (values, labels) = prop
-                .get("items")
-                .and_then(choices)
-                .unwrap_or_default();
+            let (values, labels) = prop.get("items").and_then(choices).unwrap_or_default();
             Kind::Multi {
                 values,
                 labels,
@@ -300,7 +301,10 @@ fn check_format(format: &str, input: &str) -> Result<(), String> {
                 && !input.contains(char::is_whitespace)
         }),
         "uri" => input.split_once(':').is_some_and(|(scheme, rest)| {
-            scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            scheme
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic())
                 && scheme
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
@@ -370,7 +374,10 @@ mod tests {
         assert_eq!(f.parse("42"), Ok(Some(json!(42))));
         assert_eq!(f.parse("500"), Err("must be at most 100".to_owned()));
         assert_eq!(f.parse("0"), Err("must be at least 1".to_owned()));
-        assert_eq!(f.parse("4.5"), Err("`4.5` is not a whole number".to_owned()));
+        assert_eq!(
+            f.parse("4.5"),
+            Err("`4.5` is not a whole number".to_owned())
+        );
         assert_eq!(f.parse("four"), Err("`four` is not a number".to_owned()));
         assert_eq!(f.parse(""), Ok(None));
         assert_eq!(f.prompt(), "Integer [an integer from 1 to 100] (optional)");
@@ -387,9 +394,18 @@ mod tests {
             true,
         );
         assert_eq!(f.parse("abc"), Ok(Some(json!("abc"))));
-        assert_eq!(f.parse("a"), Err("must be at least 2 characters".to_owned()));
-        assert_eq!(f.parse("abcde"), Err("must be at most 4 characters".to_owned()));
-        assert_eq!(f.parse("AB"), Err("must match the pattern ^[a-z]+$".to_owned()));
+        assert_eq!(
+            f.parse("a"),
+            Err("must be at least 2 characters".to_owned())
+        );
+        assert_eq!(
+            f.parse("abcde"),
+            Err("must be at most 4 characters".to_owned())
+        );
+        assert_eq!(
+            f.parse("AB"),
+            Err("must match the pattern ^[a-z]+$".to_owned())
+        );
         let email = one(json!({"type": "string", "format": "email"}), true);
         assert!(email.parse("ada@example.com").is_ok());
         for bad in ["ada", "ada@example", "@example.com", "a b@example.com"] {

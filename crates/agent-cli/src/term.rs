@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use core_agent_mcp_transport::Server;
 use core_agent_mcp_config::ServerEntry;
 use core_agent_mcp_policy::ServerSummary;
+use core_agent_mcp_transport::Server;
 use core_agent_mcp_transport::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use core_agent_mcp_transport::{BoxFuture, Elicitor, Progress, ProgressSink, Status};
 use core_agent_permissions::{Answer, AskFuture, Prompter};

@@ -739,14 +739,17 @@ impl Session {
         }
         let started = Instant::now();
         let published = &published;
-        let runs = planned.into_iter().enumerate().map(|(i, (name, plan))| async move {
-            let result = self.run(published, plan, level, progress.get(i)).await;
-            CallOutcome {
-                name,
-                result,
-                elapsed: started.elapsed(),
-            }
-        });
+        let runs = planned
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, plan))| async move {
+                let result = self.run(published, plan, level, progress.get(i)).await;
+                CallOutcome {
+                    name,
+                    result,
+                    elapsed: started.elapsed(),
+                }
+            });
         futures::future::join_all(runs).await
     }
 

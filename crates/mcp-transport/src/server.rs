@@ -293,7 +293,7 @@ impl Server {
             conn.cancels.clone(),
         )));
         let outcome = tokio::time::timeout(timeout, handle.await_response()).await;
-        if matches!(outcome, Ok(_)) {
+        if outcome.is_ok() {
             abandoned.0 = None;
         }
         drop(abandoned);
@@ -659,8 +659,9 @@ impl Drop for CancelOnDrop {
         // ends once the notification is written (or the connection is gone).
         let send = async move {
             let notification = rmcp::model::ClientNotification::CancelledNotification(notification);
-            let _ = tokio::time::timeout(Duration::from_secs(1), peer.send_notification(notification))
-                .await;
+            let _ =
+                tokio::time::timeout(Duration::from_secs(1), peer.send_notification(notification))
+                    .await;
         };
         if let Ok(mut cancels) = cancels.lock() {
             cancels.spawn_on(send, &runtime);
