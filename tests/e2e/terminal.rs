@@ -85,6 +85,19 @@ fn a_slow_call_shows_a_progress_line_on_a_terminal_only() {
 }
 
 #[test]
+fn a_slow_batch_shows_one_progress_line_naming_the_call() {
+    let p = everything();
+    let call = json!({"name": LONG, "arguments": {"duration": 2, "steps": 2}});
+    let batch = p.write("batch.jsonl", &format!("{call}\n{call}\n"));
+    let mut s = pty(&p, &["call", "--yes", "--batch", batch.to_str().unwrap()]);
+    let before = expect(&mut s, &format!("{LONG}: 1/2"));
+    assert!(before.contains("batch of 2 calls"), "{before}");
+    let (out, code) = finish(s);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches(r#""ok":true"#).count(), 2, "{out}");
+}
+
+#[test]
 fn ctrl_c_cancels_the_call_on_the_server_and_leaves_no_process() {
     let p = Project::empty();
     let pid_file = p.path().join("pids");

@@ -693,7 +693,11 @@ async fn execute(
             0
         }
         Command::Call { batch: Some(_), .. } => {
-            let line = CallLine::start(screen, &format!("batch of {} calls", calls.len()));
+            let label = match calls.len() {
+                1 => "batch of 1 call".to_owned(),
+                n => format!("batch of {n} calls"),
+            };
+            let line = CallLine::start(screen, &label);
             let sinks: Vec<ProgressSink> = calls.iter().map(|c| line.sink(Some(&c.name))).collect();
             let outcomes = session.call_batch_with_progress(calls, &sinks).await;
             drop(line);
