@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use core_agent_e2e::{Project, alive, bin, recorded_pids};
+use core_agent_e2e::{Project, alive, bin, group_members, live_processes, recorded_pids};
 use expectrl::process::unix::WaitStatus;
 use expectrl::session::OsSession;
 use expectrl::{Eof, Expect, Session};
@@ -234,6 +234,28 @@ fn elicitation_on_a_terminal_can_be_declined_or_cancelled() {
     let (out, code) = finish(s);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains(r#""action": "cancel""#), "{out}");
+}
+
+#[test]
+fn ctrl_c_at_an_elicitation_prompt_stops_everything() {
+    let p = everything();
+    let mut s = elicitation(&p);
+    // The server core-agent started (its child, in a group of its own).
+    let me = s.get_process().pid().as_raw();
+    let groups: Vec<i32> = live_processes()
+        .into_iter()
+        .filter(|c| c.ppid == me)
+        .map(|c| c.pgrp)
+        .collect();
+    assert_eq!(groups.len(), 1, "one server process");
+    s.send(expectrl::ControlCode::EndOfText).unwrap();
+    let (out, code) = finish(s);
+    assert_eq!(code, 130, "{out}");
+    assert!(
+        out.contains("core-agent: interrupted: stopping the servers"),
+        "{out}"
+    );
+    assert_eq!(group_members(groups[0]), Vec::<i32>::new());
 }
 
 #[test]

@@ -62,11 +62,14 @@ impl Screen {
         })
     }
 
-    /// Whether stdout and stderr are both terminals and `json` is off: the
-    /// condition for drawing anything live.
+    /// Whether stdout and stderr are both terminals (not `TERM=dumb`) and
+    /// `json` is off: the condition for drawing anything live.
     pub(crate) fn wanted(json: bool) -> bool {
         use std::io::IsTerminal;
-        !json && std::io::stdout().is_terminal() && std::io::stderr().is_terminal()
+        !json
+            && std::io::stdout().is_terminal()
+            && std::io::stderr().is_terminal()
+            && std::env::var_os("TERM").is_none_or(|t| t != "dumb")
     }
 
     /// Prints `line` on stderr, above the live lines.
