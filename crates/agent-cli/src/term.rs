@@ -437,6 +437,12 @@ enum Asked {
 fn ask_field(term: &Term, field: &Field) -> dialoguer::Result<Asked> {
     let prompt = field.prompt();
     match &field.kind {
+        // An enum with no values (or an array of anything but an enum):
+        // nothing to pick, so nothing is sent for it.
+        Kind::Choice { values, .. } | Kind::Multi { values, .. } if values.is_empty() => {
+            term.write_line(&format!("{prompt}: skipped (no choices given)"))?;
+            Ok(Asked::Skip)
+        }
         Kind::Bool => {
             let default = field.default.as_ref().and_then(Value::as_bool);
             let mut confirm = dialoguer::Confirm::new().with_prompt(prompt);
