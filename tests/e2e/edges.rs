@@ -193,7 +193,12 @@ fn keys_other_tools_use_give_one_warning_per_server_and_the_server_works() {
         "fx": peer(fixture("ok"), json!({"autoApprove": [], "alwaysAllow": [], "description": ""})),
     }}));
     let warning = "ignored keys other tools use: autoApprove, alwaysAllow";
+    // A call that went well keeps quiet about it; `-v` says it once.
     let run = p.run(&["call", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "5\n");
+    assert_eq!(run.stderr, "");
+    let run = p.run(&["call", "-v", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
     run.expect_code(0);
     assert_eq!(run.stdout, "5\n");
     assert_eq!(

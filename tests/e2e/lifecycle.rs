@@ -202,6 +202,7 @@ fn a_call_does_not_wait_for_a_server_that_never_starts() {
     );
     let run = p.run(&[
         "call",
+        "--verbose",
         "--yes",
         "demo_divide",
         r#"{"a": 1, "b": 4}"#,
@@ -230,4 +231,32 @@ fn a_call_does_not_wait_for_a_server_that_never_starts() {
     let run = p.run(&["mcp", "list", "--json", "--start-timeout", "1"]);
     run.expect_code(0);
     assert_eq!(crate::by_name(&run.json(), "stuck")["status"], "error");
+}
+
+/// A call past its timeout is cancelled on the server
+/// (`notifications/cancelled`), not only abandoned by core-agent.
+#[test]
+fn a_call_past_its_timeout_is_cancelled_on_the_server() {
+    let p = Project::new(&json!({"version": 1, "servers": {"probe": fixture("cancel-probe")}}));
+    let marker = p.path().join("cancelled");
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "--call-timeout",
+        "0.5",
+        "probe_wait_cancel",
+        &json!({"path": marker}).to_string(),
+    ]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "core-agent: `wait_cancel` on server `probe` did not answer within 500 ms; the request was cancelled"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "cancelled: request abandoned by the caller"
+    );
 }

@@ -24,6 +24,7 @@ mod policy;
 mod real;
 mod recovery;
 mod survey;
+mod terminal;
 mod third_party;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};

@@ -114,7 +114,8 @@ fn a_tool_listed_after_list_changed_is_callable_in_the_same_run() {
         "batch.jsonl",
         "{\"name\": \"gate_echo\", \"arguments\": {\"text\": \"in\"}}\n{\"name\": \"fx_late\"}\n",
     );
-    let mut cmd = p.command(&["call", "--yes", "--batch", batch.to_str().unwrap()]);
+    // -v: every server's start is reported, which the reader below waits for.
+    let mut cmd = p.command(&["call", "-v", "--yes", "--batch", batch.to_str().unwrap()]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();

@@ -26,7 +26,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod elicit_form;
 mod serve;
+mod term;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -41,8 +43,9 @@ use core_agent_mcp_policy::ServerSummary;
 use core_agent_mcp_transport::model::{
     CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
 };
-use core_agent_mcp_transport::{BoxFuture, Elicitor, Server, Status, describe_request};
-use core_agent_permissions::{Answer, ApproveAll, AskFuture, Mode, Prompter, RefuseAll};
+use core_agent_mcp_transport::{BoxFuture, Elicitor, ProgressSink, describe_request};
+use core_agent_permissions::{ApproveAll, Mode, RefuseAll};
+use term::{CallLine, Screen, Startup};
 
 /// An MCP host for AI agents: mount MCP servers, see their tools, call them.
 #[derive(Debug, Parser)]
@@ -98,6 +101,10 @@ struct Global {
     /// Stop using the LLM once the session has spent this many US dollars on it.
     #[arg(long, global = true, value_name = "USD")]
     cost_ceiling: Option<f64>,
+    /// Say more: `call` reports every server's start and the catalog's
+    /// warnings even when nothing failed.
+    #[arg(short, long, global = true)]
+    verbose: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -446,6 +453,17 @@ async fn run(cli: Cli) -> u8 {
         no_survey: cli.global.no_survey,
         survey_root: Some(project_root(&cli.global.agents_dir)),
     };
+    // Live lines on stderr only for a person watching both streams, and
+    // never around JSON output.
+    let json_out = match &cli.command {
+        Command::Call { json, .. }
+        | Command::Tools { json }
+        | Command::Mcp(McpCommand::List { json }) => *json,
+        _ => true,
+    };
+    let screen = Screen::new(Screen::wanted(json_out));
+    // Prompts read stdin and draw on stderr.
+    let can_prompt = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let mut session = SessionOptions {
         trust_level: cli.global.trust_level.level(),
         id: cli.global.session.clone(),
@@ -455,8 +473,10 @@ async fn run(cli: Cli) -> u8 {
         session.mode = mode.map(ModeArg::mode);
         session.prompter = if *yes {
             Arc::new(ApproveAll)
-        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-            Arc::new(TtyPrompter)
+        } else if can_prompt {
+            Arc::new(term::TtyPrompter {
+                screen: screen.clone(),
+            })
         } else {
             Arc::new(RefuseAll)
         };
@@ -566,7 +586,11 @@ async fn run(cli: Cli) -> u8 {
     for notice in notices {
         eprintln!("core-agent: {notice}");
     }
-    options.start.elicitor = Arc::new(NoticeDecline);
+    options.start.elicitor = if can_prompt {
+        Arc::new(term::TtyElicitor::new(screen.clone()))
+    } else {
+        Arc::new(NoticeDecline)
+    };
     options.start.supervisor = supervisor();
     // Long-lived runs bring a crashed server back; a one-shot call does not.
     if matches!(
@@ -620,14 +644,29 @@ async fn run(cli: Cli) -> u8 {
         return code;
     }
     // A call waits only for the servers its tools can belong to; listings
-    // wait for every server.
+    // wait for every server. A call reports a server's start only when it
+    // failed (or with --verbose); listings report every one.
     let calling = matches!(cli.command, Command::Call { .. });
+    let verbose = cli.global.verbose;
+    let startup = Arc::new(Startup::new(
+        screen.clone(),
+        &config.servers,
+        !calling || verbose,
+    ));
     let host = if calling {
-        Arc::new(Host::launch(&config, &env, options, Arc::new(report_ready)))
+        let startup = startup.clone();
+        let ready = move |s: &core_agent_mcp_transport::Server, summary: Option<&ServerSummary>| {
+            startup.ready(s, summary)
+        };
+        Arc::new(Host::launch(&config, &env, options, Arc::new(ready)))
     } else {
+        let ready = |s: &core_agent_mcp_transport::Server, summary: Option<&ServerSummary>| {
+            startup.ready(s, summary)
+        };
         tokio::select! {
-            host = Host::start(&config, &env, options, &report_ready) => Arc::new(host),
+            host = Host::start(&config, &env, options, &ready) => Arc::new(host),
             signal = stop.next() => {
+                startup.finish();
                 eprintln!("core-agent: {signal} while starting: stopped the servers");
                 return 130;
             }
@@ -638,14 +677,18 @@ async fn run(cli: Cli) -> u8 {
     }
     let session = host.session(session);
     let code = tokio::select! {
-        code = execute(&session, &cli.command, calls) => code,
+        code = execute(&session, &cli.command, calls, &screen) => code,
         signal = stop.next() => {
+            startup.finish();
             let when = if host.all_started() { "" } else { " while starting" };
             eprintln!("core-agent: {signal}{when}: stopping the servers");
             130
         }
     };
-    if calling {
+    startup.finish();
+    // The catalog's warnings are always in `mcp list` and doctor; a call
+    // repeats them only when something went wrong, or with --verbose.
+    if calling && (verbose || code != 0 || startup.failed()) {
         print_warnings(&host);
     }
     // Further signals are caught (and ignored) until every server is stopped.
@@ -653,7 +696,12 @@ async fn run(cli: Cli) -> u8 {
     code
 }
 
-async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) -> u8 {
+async fn execute(
+    session: &Session,
+    command: &Command,
+    calls: Vec<CallRequest>,
+    screen: &Arc<Screen>,
+) -> u8 {
     let host = session.host();
     let level = session.trust_level();
     match command {
@@ -709,8 +757,16 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
             0
         }
         Command::Call { batch: Some(_), .. } => {
+            let label = match calls.len() {
+                1 => "batch of 1 call".to_owned(),
+                n => format!("batch of {n} calls"),
+            };
+            let line = CallLine::start(screen, &label);
+            let sinks: Vec<ProgressSink> = calls.iter().map(|c| line.sink(Some(&c.name))).collect();
+            let outcomes = session.call_batch_with_progress(calls, &sinks).await;
+            drop(line);
             let mut failed = false;
-            for outcome in session.call_batch(calls).await {
+            for outcome in outcomes {
                 let line = OutcomeLine::new(outcome, render_error);
                 failed |= !line.ok;
                 match serde_json::to_string(&line) {
@@ -724,7 +780,12 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
             let Some(CallRequest { name, arguments }) = calls.into_iter().next() else {
                 return USAGE;
             };
-            match session.call(&name, arguments).await {
+            let line = CallLine::start(screen, &name);
+            let called = session
+                .call_with_progress(&name, arguments, &line.sink(None))
+                .await;
+            drop(line);
+            match called {
                 Ok(result) => {
                     if *json {
                         print_json(&result);
@@ -1279,29 +1340,10 @@ fn seconds(s: f64) -> Option<Duration> {
     (s.is_finite() && s > 0.0).then(|| Duration::from_secs_f64(s))
 }
 
-/// One stderr line per server as it becomes ready or fails, with the
-/// tools policy publishes from it (and how many it left out, and why).
-fn report_ready(server: &Server, summary: Option<&ServerSummary>) {
-    let ms = server.elapsed().as_millis();
-    match server.status() {
-        Status::Connected => {
-            let tools = summary.map_or_else(
-                || format!("{} tools", server.tools().len()),
-                ToString::to_string,
-            );
-            eprintln!(
-                "core-agent: mcp: {} ({}): {tools} in {ms} ms",
-                server.name(),
-                server.transport(),
-            )
-        }
-        Status::Error | Status::Closed | Status::Restarting | Status::Down => eprintln!(
-            "core-agent: mcp: {} ({}): error after {ms} ms: {}",
-            server.name(),
-            server.transport(),
-            clean(&server.problem().unwrap_or_default())
-        ),
-    }
+/// One stderr line per server as it becomes ready or fails (for `serve`,
+/// whose stdout may be the MCP channel: never live lines).
+fn report_ready(server: &core_agent_mcp_transport::Server, summary: Option<&ServerSummary>) {
+    eprintln!("{}", term::ready_line(server, summary).0);
 }
 
 fn print_json(value: &impl serde::Serialize) {
@@ -1367,7 +1409,7 @@ fn render_error(e: &core_agent_host::Error) -> String {
     }
 }
 
-fn clean(s: &str) -> String {
+pub(crate) fn clean(s: &str) -> String {
     core_agent_host::terminal_safe(s)
 }
 
@@ -1400,35 +1442,6 @@ impl StopSignals {
     }
 }
 
-/// Asks the person at the terminal: y (this call), n, or a (always, for this session).
-struct TtyPrompter;
-
-impl Prompter for TtyPrompter {
-    /// Reads the answer on a blocking thread, so the runtime keeps running
-    /// (and Ctrl-C, caught by the runtime, still stops the servers).
-    fn ask<'a>(&'a self, _tool: &'a str, detail: &'a str) -> AskFuture<'a> {
-        let question = format!(
-            "core-agent: allow {}? [y]es / [n]o / [a]lways this session: ",
-            clean(detail)
-        );
-        Box::pin(async move {
-            let read = tokio::task::spawn_blocking(move || {
-                eprint!("{question}");
-                let mut line = String::new();
-                std::io::stdin().read_line(&mut line).map(|_| line)
-            });
-            match read.await {
-                Ok(Ok(line)) => match line.trim().to_ascii_lowercase().as_str() {
-                    "y" | "yes" => Answer::Yes,
-                    "a" | "always" => Answer::Always,
-                    _ => Answer::No,
-                },
-                _ => Answer::No,
-            }
-        })
-    }
-}
-
 /// Declines every elicitation with a one-line notice on stderr.
 struct NoticeDecline;
 
@@ -1438,13 +1451,8 @@ impl Elicitor for NoticeDecline {
         server: &'a str,
         request: ElicitRequestParams,
     ) -> BoxFuture<'a, ElicitResult> {
-        let how = if std::io::stdin().is_terminal() {
-            "this command cannot prompt yet"
-        } else {
-            "no terminal to ask on"
-        };
         eprintln!(
-            "core-agent: mcp: {server}: declined an elicitation request ({}); {how}",
+            "core-agent: mcp: {server}: declined an elicitation request ({}); no terminal to ask on",
             clean(&describe_request(&request))
         );
         Box::pin(std::future::ready(ElicitResult::new(

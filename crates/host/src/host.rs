@@ -734,6 +734,17 @@ impl Session {
     /// while mutating calls run one at a time, in the order they were asked.
     /// Outcomes come back in input order.
     pub async fn call_batch(&self, calls: Vec<CallRequest>) -> Vec<CallOutcome> {
+        self.call_batch_with_progress(calls, &[]).await
+    }
+
+    /// [`Session::call_batch`], passing the progress updates the server
+    /// sends about the call at index `i` to `progress[i]` (calls past the
+    /// end of `progress` report to nobody).
+    pub async fn call_batch_with_progress(
+        &self,
+        calls: Vec<CallRequest>,
+        progress: &[ProgressSink],
+    ) -> Vec<CallOutcome> {
         let level = self.level;
         if !self.host.all_started() {
             let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
@@ -749,14 +760,17 @@ impl Session {
         }
         let started = Instant::now();
         let published = &published;
-        let runs = planned.into_iter().map(|(name, plan)| async move {
-            let result = self.run(published, plan, level, None).await;
-            CallOutcome {
-                name,
-                result,
-                elapsed: started.elapsed(),
-            }
-        });
+        let runs = planned
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, plan))| async move {
+                let result = self.run(published, plan, level, progress.get(i)).await;
+                CallOutcome {
+                    name,
+                    result,
+                    elapsed: started.elapsed(),
+                }
+            });
         futures::future::join_all(runs).await
     }
 

@@ -20,6 +20,14 @@ pub trait Elicitor: Send + Sync {
         server: &'a str,
         request: ElicitRequestParams,
     ) -> BoxFuture<'a, ElicitResult>;
+
+    /// Whether it can hand a URL-mode request to a person (show the URL
+    /// and wait for the go-ahead). When true, each connection declares
+    /// URL elicitation (`elicitation.url`) as well as forms; the default
+    /// declares forms only, so servers never send it URL requests.
+    fn accepts_url(&self) -> bool {
+        false
+    }
 }
 
 /// Declines every request. The default for headless hosts.

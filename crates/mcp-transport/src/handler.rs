@@ -118,7 +118,14 @@ impl ClientHandler for Handler {
         // What `ClientCapabilities::builder().enable_elicitation()` builds;
         // rmcp compiles the builder only with its server or macros feature.
         let mut capabilities = ClientCapabilities::default();
-        capabilities.elicitation = Some(ElicitationCapability::default());
+        let mut elicitation = ElicitationCapability::default();
+        if self.elicitor.accepts_url() {
+            // Forms too: a client that names one mode must name both.
+            elicitation = elicitation
+                .with_form(rmcp::model::FormElicitationCapability::default())
+                .with_url(rmcp::model::UrlElicitationCapability::default());
+        }
+        capabilities.elicitation = Some(elicitation);
         ClientConfig::new(capabilities, self.client_info.clone())
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }

@@ -155,6 +155,8 @@ pub(crate) struct Live {
     closed: std::sync::atomic::AtomicBool,
     /// The task that watches the connection and restarts it.
     monitor: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Cancellations of abandoned calls, still being sent.
+    cancels: Cancels,
 }
 
 impl Live {
@@ -500,7 +502,18 @@ impl Server {
         }
         // Unregistered however the call ends, dropped mid-way included.
         let _registered = Unregister(&live.progress, token);
+        // A request handle sends nothing when dropped: this guard tells the
+        // server when the call's future is dropped (Ctrl-C) or times out.
+        let mut abandoned = CancelOnDrop(Some((
+            conn.peer.clone(),
+            handle.id.clone(),
+            live.cancels.clone(),
+        )));
         let outcome = tokio::time::timeout(timeout, handle.await_response()).await;
+        if outcome.is_ok() {
+            abandoned.0 = None;
+        }
+        drop(abandoned);
         // Notifications are handled on their own tasks: let the last ones land.
         for _ in 0..4 {
             tokio::task::yield_now().await;
@@ -553,6 +566,17 @@ impl Server {
             monitor.abort();
             let _ = monitor.await;
         }
+        // A call abandoned just before (Ctrl-C) is cancelled on the server
+        // before the connection closes.
+        let mut cancels = live
+            .cancels
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default();
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            while cancels.join_next().await.is_some() {}
+        })
+        .await;
         live.connection().stop().await;
     }
 
@@ -886,6 +910,7 @@ async fn start_one(relaunch: &Relaunch, changed: Arc<tokio::sync::watch::Sender<
             )),
             closed: std::sync::atomic::AtomicBool::new(false),
             monitor: std::sync::Mutex::new(None),
+            cancels: Cancels::default(),
         })),
         Err(e) => State::Failed(e),
     };
@@ -909,6 +934,41 @@ impl Drop for Unregister<'_> {
     fn drop(&mut self) {
         if let Ok(mut sinks) = self.0.lock() {
             sinks.remove(&self.1);
+        }
+    }
+}
+
+/// The `notifications/cancelled` sends still in flight on a server;
+/// `Server::shutdown` lets them finish before it closes the connection.
+pub(crate) type Cancels = Arc<std::sync::Mutex<tokio::task::JoinSet<()>>>;
+
+/// Sends `notifications/cancelled` for a request whose caller stopped
+/// waiting (its future dropped, or its timeout passed), unless disarmed.
+struct CancelOnDrop(Option<(rmcp::Peer<RoleClient>, rmcp::model::RequestId, Cancels)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some((peer, id, cancels)) = self.0.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let notification =
+            rmcp::model::CancelledNotification::new(rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some("request abandoned by the caller".to_owned()),
+            ));
+        // Drop cannot await: the send runs on a task of its own, which
+        // ends once the notification is written (or the connection is gone).
+        let send = async move {
+            let notification = rmcp::model::ClientNotification::CancelledNotification(notification);
+            let _ =
+                tokio::time::timeout(Duration::from_secs(1), peer.send_notification(notification))
+                    .await;
+        };
+        if let Ok(mut cancels) = cancels.lock() {
+            cancels.spawn_on(send, &runtime);
         }
     }
 }
