@@ -609,7 +609,7 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
                     if r.restricted > 0 {
                         notes.push(format!("{} restricted at this trust level", r.restricted));
                     }
-                    let detail = match &r.error {
+                    let mut detail = match &r.error {
                         Some(e) if r.status == "error" => {
                             format!("error: {}", clean(first_line(e)))
                         }
@@ -617,6 +617,10 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
                         None if notes.is_empty() => format!("{} tools", r.tools),
                         None => format!("{} tools ({})", r.tools, notes.join(", ")),
                     };
+                    // Only HTTP servers carry credentials.
+                    if r.transport == "http" {
+                        detail.push_str(&format!("; auth: {}", clean(&r.auth.to_string())));
+                    }
                     outln!(
                         "{:<20} {:<6} {:<8} {:<10} {detail}",
                         r.name,
@@ -1026,6 +1030,9 @@ fn print_doctor(report: &DoctorReport, json: bool) {
                 s.ms,
                 clean(first_line(e))
             ),
+        }
+        if s.transport == "http" {
+            outln!("        auth: {}", clean(&s.auth.to_string()));
         }
     }
     if !report.servers.is_empty() {

@@ -236,23 +236,20 @@ impl fmt::Display for Auth {
 /// fetched when the server starts, so a misconfiguration fails that server.
 pub(crate) fn source_for(
     entry: &ServerEntry,
-    _env: &dyn Env,
+    env: &dyn Env,
     _options: &StartOptions,
 ) -> Result<Option<Arc<dyn TokenSource>>, StartError> {
     let Transport::Http(http) = &entry.spec.transport else {
         return Ok(None);
     };
-    let unsupported = || {
-        StartError::Unsupported {
-        what: "`auth` (token strategies)".to_owned(),
-        fix: "remove `auth` and pass a token in `headers`, e.g. \"Authorization\": \"Bearer ${env:TOKEN}\"".to_owned(),
-    }
-    };
     match &http.auth {
         None => Ok(None),
-        Some(AuthSpec::GoogleOAuth { .. }) => Err(unsupported()),
+        Some(AuthSpec::GoogleOAuth { scopes }) => Ok(Some(crate::google::source(scopes, env))),
         // `AuthSpec` is non-exhaustive: a strategy this build does not know.
-        Some(_) => Err(unsupported()),
+        Some(_) => Err(StartError::Unsupported {
+            what: "this `auth` strategy".to_owned(),
+            fix: "remove `auth` and pass a token in `headers`, e.g. \"Authorization\": \"Bearer ${env:TOKEN}\"".to_owned(),
+        }),
     }
 }
 
