@@ -288,8 +288,20 @@ fn without_files_the_metadata_server_gives_the_token_for_the_scopes() {
 #[test]
 fn with_no_credentials_that_server_fails_with_the_login_command_and_the_others_start() {
     let google = Google::start(3600);
-    let p = project(&google, json!({"demo": demo_server()}));
-    let run = p.run_with(command(&p, &["mcp", "list", "--json"], &[]));
+    let p = project(
+        &google,
+        json!({
+            "demo": demo_server(),
+            // A token pasted into headers, which this server never issued.
+            "pasted": {
+                "transport": "http",
+                "url": google.mcp(),
+                "headers": {"Authorization": "Bearer ${env:PASTED_TOKEN}"},
+            },
+        }),
+    );
+    let vars = [("PASTED_TOKEN", "pasted-by-hand")];
+    let run = p.run_with(command(&p, &["mcp", "list", "--json"], &vars));
     run.expect_code(0);
     let list = run.json();
     assert_eq!(by_name(&list, "demo")["status"], "connected");
@@ -308,11 +320,24 @@ fn with_no_credentials_that_server_fails_with_the_login_command_and_the_others_s
         gke["auth"],
         json!({"kind": "google-adc", "detail": "metadata server 127.0.0.1:9"})
     );
-    // The MCP server was never asked.
+    // The MCP server was never asked with a token of Google's.
     assert!(google.tokens().is_empty());
+    let pasted = by_name(&list, "pasted");
+    assert_eq!(pasted["status"], "error");
+    assert_eq!(pasted["auth"], json!({"kind": "static", "detail": null}));
+    assert_eq!(
+        by_name(&list, "demo")["auth"],
+        json!({"kind": "none", "detail": null})
+    );
+    let text = p.run_with(command(&p, &["mcp", "list"], &vars));
+    assert!(
+        text.stdout.contains("; auth: static\n") && !text.stdout.contains("pasted-by-hand"),
+        "{}",
+        text.stdout
+    );
 
     // Doctor says the same, as an error finding.
-    let doctor = p.run_with(command(&p, &["mcp", "doctor"], &[]));
+    let doctor = p.run_with(command(&p, &["mcp", "doctor"], &vars));
     doctor.expect_code(1);
     assert!(
         doctor.stdout.contains("error:   connect [gke]\n        cannot get a token: no credentials found (GOOGLE_APPLICATION_CREDENTIALS is not set"),
@@ -323,6 +348,34 @@ fn with_no_credentials_that_server_fails_with_the_login_command_and_the_others_s
         doctor.stdout.contains("server  demo (stdio): connected"),
         "{}",
         doctor.stdout
+    );
+}
+
+#[test]
+fn a_grant_the_token_endpoint_refuses_fails_that_server_with_its_answer() {
+    let google = Google::start(3600);
+    let p = project(&google, json!({}));
+    let mut file: Value = serde_json::from_str(&google.authorized_user(None)).unwrap();
+    file["refresh_token"] = json!("revoked-refresh-token");
+    let adc = p.write(
+        "home/.config/gcloud/application_default_credentials.json",
+        &file.to_string(),
+    );
+    let run = p.run_with(command(&p, &["mcp", "list", "--json"], &[]));
+    let gke = by_name(&run.json(), "gke");
+    assert_eq!(gke["status"], "error");
+    assert_eq!(
+        gke["error"],
+        format!(
+            "cannot get a token: google-adc (authorized user {}) refused to issue a token: HTTP status client error (400 Bad Request) for url (http://{}/token); run `gcloud auth application-default login --scopes=https://www.googleapis.com/auth/cloud-platform,{SCOPE}`, or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file",
+            adc.display(),
+            google.host()
+        ),
+        "{gke:#}"
+    );
+    assert!(
+        !run.stdout.contains("revoked-refresh-token")
+            && !run.stderr.contains("revoked-refresh-token")
     );
 }
 

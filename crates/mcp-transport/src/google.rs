@@ -263,8 +263,9 @@ fn read_json(path: &Path, source: &AdcSource, fix: &str) -> Result<Value, AuthEr
     })
 }
 
-/// The innermost cause of a credentials error, without the crate's long
-/// "run gcloud auth …" text (our own advice replaces it).
+/// The innermost cause of a credentials error (the HTTP status and URL, the
+/// connection error), without the crate's long "run gcloud auth …" text:
+/// our own advice replaces it.
 fn innermost(e: &google_cloud_auth::errors::CredentialsError) -> String {
     let mut cause: &dyn std::error::Error = e;
     while let Some(next) = cause.source() {
@@ -350,4 +351,126 @@ fn to_token(headers: http::HeaderMap) -> Option<Token> {
 /// The source for `auth.google_oauth`.
 pub(crate) fn source(scopes: &[String], env: &dyn Env) -> Arc<dyn TokenSource> {
     Arc::new(GoogleAdc::new(scopes.to_vec(), env))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn credentials_are_looked_for_in_googles_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let gcloud = home.join(".config/gcloud");
+        let sdk = dir.path().join("sdk");
+        std::fs::create_dir_all(&gcloud).unwrap();
+        std::fs::create_dir_all(&sdk).unwrap();
+        let home_file = gcloud.join("application_default_credentials.json");
+        let sdk_file = sdk.join("application_default_credentials.json");
+        let home = home.to_str().unwrap();
+        let sdk = sdk.to_str().unwrap();
+
+        // Nothing on disk yet: the metadata server, default or overridden.
+        assert_eq!(
+            AdcSource::find(&env(&[("HOME", home)])),
+            AdcSource::Metadata {
+                host: METADATA_HOST.to_owned(),
+                missing: Some(home_file.clone())
+            }
+        );
+        assert_eq!(
+            AdcSource::find(&env(&[("GCE_METADATA_HOST", "127.0.0.1:1")])),
+            AdcSource::Metadata {
+                host: "127.0.0.1:1".to_owned(),
+                missing: None
+            }
+        );
+        std::fs::write(&home_file, "{}").unwrap();
+        std::fs::write(&sdk_file, "{}").unwrap();
+        let table = [
+            (
+                vec![("HOME", home)],
+                AdcSource::WellKnown(home_file.clone()),
+            ),
+            (
+                vec![("HOME", home), ("CLOUDSDK_CONFIG", sdk)],
+                AdcSource::WellKnown(sdk_file.clone()),
+            ),
+            (
+                vec![
+                    ("HOME", home),
+                    ("CLOUDSDK_CONFIG", sdk),
+                    ("GOOGLE_APPLICATION_CREDENTIALS", "/k.json"),
+                ],
+                AdcSource::FromEnv(PathBuf::from("/k.json")),
+            ),
+            // Empty is unset.
+            (
+                vec![("HOME", home), ("GOOGLE_APPLICATION_CREDENTIALS", "")],
+                AdcSource::WellKnown(home_file.clone()),
+            ),
+        ];
+        for (vars, want) in table {
+            assert_eq!(AdcSource::find(&env(&vars)), want, "{vars:?}");
+        }
+    }
+
+    #[test]
+    fn the_description_names_the_kind_and_the_file_but_no_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("key.json");
+        std::fs::write(
+            &key,
+            r#"{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----secret"}"#,
+        )
+        .unwrap();
+        let key_path = key.to_str().unwrap();
+        let scopes = vec!["s".to_owned()];
+        let adc = GoogleAdc::new(
+            scopes.clone(),
+            &env(&[("GOOGLE_APPLICATION_CREDENTIALS", key_path)]),
+        );
+        assert_eq!(
+            adc.describe(),
+            format!(
+                "google-adc (service account key {key_path}, from GOOGLE_APPLICATION_CREDENTIALS)"
+            )
+        );
+        assert!(!format!("{adc:?}").contains("secret"));
+
+        let missing = GoogleAdc::new(
+            scopes.clone(),
+            &env(&[("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/key.json")]),
+        );
+        assert_eq!(
+            missing.describe(),
+            "google-adc (credentials file /nonexistent/key.json, from GOOGLE_APPLICATION_CREDENTIALS)"
+        );
+        let Err(AuthError::NotConfigured { source_tried, fix }) = missing.build() else {
+            panic!("a missing key file must fail the start");
+        };
+        assert_eq!(
+            source_tried,
+            "GOOGLE_APPLICATION_CREDENTIALS names /nonexistent/key.json, which cannot be read: No such file or directory (os error 2)"
+        );
+        assert_eq!(
+            fix,
+            "run `gcloud auth application-default login --scopes=https://www.googleapis.com/auth/cloud-platform,s`, or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file"
+        );
+
+        let mds = GoogleAdc::new(scopes, &env(&[]));
+        assert_eq!(
+            mds.describe(),
+            "google-adc (metadata server metadata.google.internal)"
+        );
+    }
 }
