@@ -80,6 +80,9 @@ pub(crate) struct GoogleAdc {
     /// Built on the first `token`, dropped when the server rejects a token;
     /// the crate caches the token inside and refreshes it before it expires.
     credentials: tokio::sync::Mutex<Option<Credentials>>,
+    /// The last token handed out, so that several requests refused with
+    /// the same token drop the credentials once, not once each.
+    last: std::sync::Mutex<Option<Token>>,
 }
 
 impl std::fmt::Debug for GoogleAdc {
@@ -103,6 +106,7 @@ impl GoogleAdc {
                 .var("GOOGLE_CLOUD_QUOTA_PROJECT")
                 .filter(|p| !p.is_empty()),
             credentials: tokio::sync::Mutex::new(None),
+            last: std::sync::Mutex::new(None),
         };
         if let AdcSource::FromEnv(path) | AdcSource::WellKnown(path) = &adc.source {
             adc.file = read_json(path, &adc.source, &adc.login_fix());
@@ -298,20 +302,32 @@ impl TokenSource for GoogleAdc {
                 }
                 Err(e) => return Err(self.failed(&e)),
             };
-            to_token(headers).ok_or_else(|| {
+            let token = to_token(headers).ok_or_else(|| {
                 AuthError::Other(format!(
                     "{} returned no Authorization header",
                     self.describe()
                 ))
-            })
+            })?;
+            if let Ok(mut last) = self.last.lock() {
+                *last = Some(token.clone());
+            }
+            Ok(token)
         })
     }
 
-    fn rejected<'a>(&'a self, _token: &'a Token) -> BoxFuture<'a, Result<(), AuthError>> {
+    fn rejected<'a>(&'a self, token: &'a Token) -> BoxFuture<'a, Result<(), AuthError>> {
         Box::pin(async move {
-            // The crate's cache has no "forget": new credentials start with
-            // an empty cache, so the next token is a fresh one.
-            *self.credentials.lock().await = None;
+            let mut credentials = self.credentials.lock().await;
+            let current = self
+                .last
+                .lock()
+                .is_ok_and(|last| last.as_ref() == Some(token));
+            // An older token: the credentials were rebuilt already.
+            if current {
+                // The crate's cache has no "forget": new credentials start
+                // with an empty cache, so the next token is a fresh one.
+                *credentials = None;
+            }
             Ok(())
         })
     }
