@@ -347,3 +347,25 @@ fn auth_shows_the_strategy_and_the_sources_description() {
     assert_eq!(adc.kind(), "google-adc");
     assert_eq!(adc.to_string(), "google-adc (service account key /k.json)");
 }
+
+#[tokio::test]
+async fn the_transports_response_limits_reach_the_wrapped_client() {
+    // A 16-byte limit (on SSE events and JSON bodies alike) cannot hold the
+    // initialize result, so the handshake fails only if the limit got through.
+    let gate = Arc::new(Gate::default());
+    gate.accept(&["t1"]);
+    let url = serve(gate.clone()).await;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
+    config.max_sse_event_size = 16;
+    config.max_json_response_size = 16;
+    let client = AuthClient::new(reqwest::Client::new(), Arc::new(Counting::default()));
+    let err =
+        ().serve(StreamableHttpClientTransport::with_client(client, config))
+            .await
+            .unwrap_err();
+    // The oversized SSE event ends the stream before the result arrives.
+    assert_eq!(err.to_string(), "connection closed: initialize response");
+    // The same server and token without the limit: it connects.
+    let client = connect(&url, Arc::new(Counting::default()), &[]).await;
+    client.cancel().await.unwrap();
+}
