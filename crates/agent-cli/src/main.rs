@@ -721,7 +721,7 @@ async fn execute(
                     if r.restricted > 0 {
                         notes.push(format!("{} restricted at this trust level", r.restricted));
                     }
-                    let detail = match &r.error {
+                    let mut detail = match &r.error {
                         Some(e) if r.status == "error" => {
                             format!("error: {}", clean(first_line(e)))
                         }
@@ -729,6 +729,10 @@ async fn execute(
                         None if notes.is_empty() => format!("{} tools", r.tools),
                         None => format!("{} tools ({})", r.tools, notes.join(", ")),
                     };
+                    // Only HTTP servers carry credentials.
+                    if r.transport == "http" {
+                        detail.push_str(&format!("; auth: {}", clean(&r.auth.to_string())));
+                    }
                     outln!(
                         "{:<20} {:<6} {:<8} {:<10} {detail}",
                         r.name,
@@ -1152,6 +1156,9 @@ fn print_doctor(report: &DoctorReport, json: bool) {
                 s.ms,
                 clean(first_line(e))
             ),
+        }
+        if s.transport == "http" {
+            outln!("        auth: {}", clean(&s.auth.to_string()));
         }
     }
     if !report.servers.is_empty() {

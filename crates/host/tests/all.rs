@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use core_agent_host::{DigestOptions, Error, Host, HostOptions, ServerReport, SessionOptions};
+use core_agent_host::{
+    AuthStatus, DigestOptions, Error, Host, HostOptions, ServerReport, SessionOptions,
+};
 use core_agent_mcp_config::{
     Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport, TrustLevel,
 };
@@ -162,6 +164,10 @@ async fn start_reports_every_server_in_config_order() {
                 error: None,
                 restricted: 0,
                 warnings: vec![],
+                auth: AuthStatus {
+                    kind: "none".into(),
+                    detail: None,
+                },
             },
             ServerReport {
                 name: "missing".into(),
@@ -174,6 +180,10 @@ async fn start_reports_every_server_in_config_order() {
                 error: Some("command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)".into()),
                 restricted: 0,
                 warnings: vec![],
+                auth: AuthStatus {
+                    kind: "none".into(),
+                    detail: None,
+                },
             },
         ]
     );
@@ -190,7 +200,11 @@ async fn start_reports_every_server_in_config_order() {
             "left_out": {},
             "error": null,
             "restricted": 0,
-            "warnings": []
+            "warnings": [],
+            "auth": {
+              "kind": "none",
+              "detail": null
+            }
           },
           {
             "name": "missing",
@@ -202,7 +216,11 @@ async fn start_reports_every_server_in_config_order() {
             "left_out": {},
             "error": "command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)",
             "restricted": 0,
-            "warnings": []
+            "warnings": [],
+            "auth": {
+              "kind": "none",
+              "detail": null
+            }
           }
         ]"#]]
     .assert_eq(&serde_json::to_string_pretty(&reports).unwrap());

@@ -1,13 +1,16 @@
 #![doc = include_str!("../README.md")]
 
+mod auth;
 mod child;
 mod elicit;
 mod error;
+mod google;
 mod handler;
 mod restart;
 mod server;
 pub mod supervise;
 
+pub use auth::{Auth, AuthError, StaticToken, Token, TokenSource};
 pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor, describe_request, schema_defaults};
 pub use error::{Error, Result, StartError};
 pub use handler::{Progress, ProgressSink};
