@@ -4,6 +4,7 @@ mod child;
 mod elicit;
 mod error;
 mod handler;
+pub mod oauth;
 mod server;
 
 pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor, describe_request, schema_defaults};
