@@ -77,6 +77,10 @@ pub enum StartError {
         /// `name` or `value`.
         part: &'static str,
     },
+    /// The server's token source has no token (no credentials, a refused
+    /// grant, an unreachable token endpoint, a login needed).
+    #[error("cannot get a token: {0}")]
+    Auth(crate::AuthError),
     /// The config asks for something this build does not do.
     #[error("{what} is not supported by this version of core-agent; {fix}")]
     Unsupported {

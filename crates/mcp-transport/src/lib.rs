@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod auth;
 mod child;
 mod elicit;
 mod error;
@@ -7,6 +8,7 @@ mod handler;
 pub mod oauth;
 mod server;
 
+pub use auth::{Auth, AuthError, StaticToken, Token, TokenSource};
 pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor, describe_request, schema_defaults};
 pub use error::{Error, Result, StartError};
 pub use handler::{Progress, ProgressSink};

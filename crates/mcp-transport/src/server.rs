@@ -16,6 +16,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use rmcp::{RoleClient, ServiceExt};
 
+use crate::auth::{self, Auth, AuthClient, TokenSource};
 use crate::child::ChildProcess;
 use crate::handler::{Handler, ToolState};
 use crate::{Decline, Elicitor, Error, Result, StartError};
@@ -87,6 +88,7 @@ pub struct Server {
     scope: Scope,
     limits: Limits,
     transport: &'static str,
+    auth: Auth,
     elapsed: Duration,
     state: State,
     /// `shutdown` has begun: no new call starts.
@@ -100,6 +102,7 @@ impl fmt::Debug for Server {
             .field("name", &self.name)
             .field("scope", &self.scope)
             .field("transport", &self.transport)
+            .field("auth", &self.auth)
             .field("elapsed", &self.elapsed)
             .field("status", &self.status())
             .field("error", &self.error())
@@ -145,6 +148,12 @@ impl Server {
     /// `"stdio"` or `"http"`.
     pub fn transport(&self) -> &'static str {
         self.transport
+    }
+
+    /// How its requests are authenticated (`none`, `static`, or the token
+    /// source's description); never a secret.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
     }
 
     /// How long the start took (until connected or failed).
@@ -401,14 +410,14 @@ impl Servers {
         let slots = entries
             .iter()
             .map(|entry| {
-                let launch = Launch::prepare(entry, env);
+                let (launch, auth) = Launch::prepare(entry, env, options);
                 let cell = Arc::new(std::sync::OnceLock::new());
                 let name = entry.name.clone();
                 let (entry, options) = (entry.clone(), options.clone());
                 let (filled, changed) = (cell.clone(), changed.clone());
                 let on_ready = on_ready.clone();
                 let task = tokio::spawn(async move {
-                    let server = start_one(&entry, launch, &options, changed.clone()).await;
+                    let server = start_one(&entry, launch, auth, &options, changed.clone()).await;
                     if filled.set(server).is_ok()
                         && let (Some(on_ready), Some(server)) = (on_ready, filled.get())
                     {
@@ -517,26 +526,57 @@ enum Launch {
     Http {
         url: String,
         headers: Vec<(String, String)>,
+        /// Where the `Authorization` comes from, when `auth` is set.
+        source: Option<Arc<dyn TokenSource>>,
     },
     Unsupported(StartError),
 }
 
 impl Launch {
-    fn prepare(entry: &ServerEntry, env: &dyn Env) -> Launch {
+    /// What to start, and how its requests are authenticated.
+    fn prepare(entry: &ServerEntry, env: &dyn Env, options: &StartOptions) -> (Launch, Auth) {
         match &entry.spec.transport {
-            Transport::Stdio(StdioSpec { command, args, env: vars }) => Launch::Stdio {
-                command: command.clone(),
-                args: args.clone(),
-                env: vars.iter().map(|(k, t)| (k.clone(), t.expand(env).value)).collect(),
-            },
-            Transport::Http(HttpSpec { auth: Some(_), .. }) => Launch::Unsupported(StartError::Unsupported {
-                what: "`auth` (token strategies)".to_owned(),
-                fix: "remove `auth` and pass a token in `headers`, e.g. \"Authorization\": \"Bearer ${env:TOKEN}\"".to_owned(),
-            }),
-            Transport::Http(HttpSpec { url, headers, .. }) => Launch::Http {
-                url: url.clone(),
-                headers: headers.iter().map(|(k, t)| (k.clone(), t.expand(env).value)).collect(),
-            },
+            Transport::Stdio(StdioSpec {
+                command,
+                args,
+                env: vars,
+            }) => (
+                Launch::Stdio {
+                    command: command.clone(),
+                    args: args.clone(),
+                    env: vars
+                        .iter()
+                        .map(|(k, t)| (k.clone(), t.expand(env).value))
+                        .collect(),
+                },
+                Auth::None,
+            ),
+            Transport::Http(HttpSpec { url, headers, .. }) => {
+                let mut headers: Vec<(String, String)> = headers
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.expand(env).value))
+                    .collect();
+                let is_authorization = |name: &str| name.eq_ignore_ascii_case("authorization");
+                let source = match auth::source_for(entry, env, options) {
+                    Ok(source) => source,
+                    Err(e) => return (Launch::Unsupported(e), Auth::None),
+                };
+                let auth = match &source {
+                    // The source's Authorization wins (spec: "Header precedence").
+                    Some(source) => {
+                        headers.retain(|(name, _)| !is_authorization(name));
+                        Auth::Source(source.describe())
+                    }
+                    None if headers.iter().any(|(name, _)| is_authorization(name)) => Auth::Static,
+                    None => Auth::None,
+                };
+                let launch = Launch::Http {
+                    url: url.clone(),
+                    headers,
+                    source,
+                };
+                (launch, auth)
+            }
         }
     }
 }
@@ -544,6 +584,7 @@ impl Launch {
 async fn start_one(
     entry: &ServerEntry,
     launch: Launch,
+    auth: Auth,
     options: &StartOptions,
     changed: Arc<tokio::sync::watch::Sender<u64>>,
 ) -> Server {
@@ -566,7 +607,11 @@ async fn start_one(
         Launch::Stdio { command, args, env } => {
             start_stdio(entry, handler, &command, &args, &env, options).await
         }
-        Launch::Http { url, headers } => start_http(handler, &url, &headers, options).await,
+        Launch::Http {
+            url,
+            headers,
+            source,
+        } => start_http(handler, &url, &headers, source, options).await,
     };
     let state = match state {
         Ok((service, child)) => State::Connected(Box::new(Connection {
@@ -589,6 +634,7 @@ async fn start_one(
         scope: entry.scope,
         limits: entry.spec.limits,
         transport: entry.spec.transport.kind(),
+        auth,
         elapsed: started.elapsed(),
         state,
         closed: std::sync::atomic::AtomicBool::new(false),
@@ -692,7 +738,7 @@ async fn start_stdio(
                     stderr,
                 },
                 (None, HandshakeError::Init(e)) => StartError::Initialize {
-                    message: init_message(&e),
+                    message: init_message(&e, None),
                     stdout,
                     stderr,
                 },
@@ -715,6 +761,7 @@ async fn start_http(
     handler: Handler,
     url: &str,
     headers: &[(String, String)],
+    source: Option<Arc<dyn TokenSource>>,
     options: &StartOptions,
 ) -> Started {
     let mut custom = HashMap::new();
@@ -734,14 +781,53 @@ async fn start_http(
     }
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
-    let transport = StreamableHttpClientTransport::from_config(config);
-    match handshake(handler, transport, options.timeout).await {
+    let described = source.as_ref().map(|s| s.describe());
+    let outcome = match source {
+        None => {
+            let transport = StreamableHttpClientTransport::from_config(config);
+            handshake(handler, transport, options.timeout).await
+        }
+        Some(source) => {
+            // One token before anything else, so a misconfiguration fails
+            // this server's start with the source's own words.
+            let first = tokio::time::timeout(options.timeout, source.token()).await;
+            match first {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(StartError::Auth(e)),
+                Err(_) => {
+                    return Err(StartError::Timeout {
+                        after: options.timeout,
+                        stdout: None,
+                        stderr: Vec::new(),
+                    });
+                }
+            }
+            // No idle pooling, as rmcp's own client; and no redirects at all,
+            // so a token never follows one to another origin.
+            let inner = reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| StartError::Initialize {
+                    message: format!("cannot build the HTTP client: {e}"),
+                    stdout: None,
+                    stderr: Vec::new(),
+                })?;
+            let client = AuthClient::new(inner, source);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            handshake(handler, transport, options.timeout).await
+        }
+    };
+    match outcome {
         Some(Ok(service)) => Ok((service, None)),
-        Some(Err(HandshakeError::Init(e))) => Err(StartError::Initialize {
-            message: init_message(&e),
-            stdout: None,
-            stderr: Vec::new(),
-        }),
+        Some(Err(HandshakeError::Init(e))) => match auth::auth_error_in(&e) {
+            Some(auth) => Err(StartError::Auth(auth)),
+            None => Err(StartError::Initialize {
+                message: init_message(&e, described.as_deref()),
+                stdout: None,
+                stderr: Vec::new(),
+            }),
+        },
         Some(Err(HandshakeError::List(e))) => Err(StartError::ListTools {
             message: e.to_string(),
         }),
@@ -761,7 +847,12 @@ enum HandshakeError {
 /// The initialize error in words a person can act on: the HTTP status and
 /// `WWW-Authenticate` challenge, or the innermost cause of a connection
 /// failure, rather than rmcp's type names.
-fn init_message(e: &ClientInitializeError) -> String {
+fn init_message(e: &ClientInitializeError, source: Option<&str>) -> String {
+    if let (Some(challenge), Some(source)) = (e.auth_challenge(), source) {
+        return format!(
+            "the server refused the token from {source} (HTTP 401, WWW-Authenticate: {challenge}), also after a fresh one; check that these credentials may use this server (scopes, roles)"
+        );
+    }
     if let Some(challenge) = e.auth_challenge() {
         return format!(
             "the server requires authorization (HTTP 401, WWW-Authenticate: {challenge}); add a token to `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\""

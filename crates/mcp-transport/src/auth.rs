@@ -1,0 +1,505 @@
+//! Tokens for authenticated HTTP servers: the [`TokenSource`] seam, the
+//! HTTP client that asks it for a token on every request, and the one place
+//! that picks a source for a server ([`source_for`]).
+//!
+//! The auth layer wraps innermost (spec, "Header precedence"): the source's
+//! `Authorization` always replaces one written in `headers`; every other
+//! static header passes through unchanged.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use core_agent_mcp_config::{AuthSpec, Env, ServerEntry, Transport};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+
+use crate::{StartError, StartOptions};
+
+/// An access token: the whole `Authorization` header value and the headers
+/// that go with it. `Debug` and `Display` never show the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token {
+    /// The full `Authorization` header value, e.g. `Bearer ya29…`.
+    authorization: String,
+    /// Headers sent with it, e.g. `X-Goog-User-Project`.
+    extra_headers: Vec<(HeaderName, HeaderValue)>,
+    expires_at: Option<SystemTime>,
+}
+
+impl Token {
+    /// A bearer token: `Authorization: Bearer <secret>`.
+    pub fn bearer(secret: impl Into<String>) -> Self {
+        Token {
+            authorization: format!("Bearer {}", secret.into()),
+            extra_headers: Vec::new(),
+            expires_at: None,
+        }
+    }
+
+    /// A token whose `Authorization` value is `authorization` as given
+    /// (a scheme other than `Bearer`, or a value a library built whole).
+    pub fn from_authorization(authorization: impl Into<String>) -> Self {
+        Token {
+            authorization: authorization.into(),
+            extra_headers: Vec::new(),
+            expires_at: None,
+        }
+    }
+
+    /// Sends `name: value` with every request that carries this token
+    /// (replacing a static header of the same name).
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.extra_headers.retain(|(n, _)| *n != name);
+        self.extra_headers.push((name, value));
+        self
+    }
+
+    /// Records when the token stops being valid.
+    pub fn expiring_at(mut self, at: SystemTime) -> Self {
+        self.expires_at = Some(at);
+        self
+    }
+
+    /// The full `Authorization` header value. This is the secret: never log it.
+    pub fn authorization(&self) -> &str {
+        &self.authorization
+    }
+
+    /// The headers sent with the token.
+    pub fn extra_headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.extra_headers
+    }
+
+    /// When the token expires, when the source knows.
+    pub fn expires_at(&self) -> Option<SystemTime> {
+        self.expires_at
+    }
+
+    /// The scheme of the `Authorization` value (`Bearer`), which is not secret.
+    fn scheme(&self) -> &str {
+        self.authorization
+            .split_once(' ')
+            .map_or("***", |(scheme, _)| scheme)
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<&str> = self.extra_headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Token")
+            .field("authorization", &format_args!("{} ***", self.scheme()))
+            .field("extra_headers", &headers)
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ***", self.scheme())
+    }
+}
+
+/// Why a [`TokenSource`] has no token. No message ever contains a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// No credentials were found where the source looks for them.
+    #[error("no credentials found ({source_tried}); {fix}")]
+    NotConfigured {
+        /// Where the source looked, e.g. "GOOGLE_APPLICATION_CREDENTIALS, …".
+        source_tried: String,
+        /// What to run or set.
+        fix: String,
+    },
+    /// Credentials were found, but the token endpoint refused them (a bad
+    /// key, a revoked grant, a scope that was not granted).
+    #[error("{source_used} refused to issue a token: {reason}; {fix}")]
+    Refused {
+        /// The credentials used, as [`TokenSource::describe`] says.
+        source_used: String,
+        /// What the endpoint said (without any secret).
+        reason: String,
+        /// What to do.
+        fix: String,
+    },
+    /// The token endpoint or metadata server could not be reached.
+    #[error("cannot reach {endpoint} for {source_used}: {reason}")]
+    Unreachable {
+        /// The credentials used.
+        source_used: String,
+        /// The host or URL tried.
+        endpoint: String,
+        /// The innermost cause.
+        reason: String,
+    },
+    /// The server needs an interactive login first.
+    #[error("server `{server}` needs a login: run `{command}`")]
+    LoginNeeded {
+        /// The server's name.
+        server: String,
+        /// The command that logs in, e.g. `core-agent mcp login <server>`.
+        command: String,
+    },
+    /// Anything else, in words a person can act on.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Where an authenticated server's tokens come from.
+///
+/// The HTTP client asks [`TokenSource::token`] before every request, so an
+/// implementation caches its token and refreshes it before it expires. When
+/// the server answers 401, the client calls [`TokenSource::rejected`] with the
+/// token it sent, asks for a token again and retries the request once; if
+/// that one is refused too, the 401 goes to the caller (never a loop).
+pub trait TokenSource: Send + Sync + 'static {
+    /// A token valid now (cached; refreshed before expiry).
+    fn token(&self) -> BoxFuture<'_, Result<Token, AuthError>>;
+
+    /// The server answered 401 to `token`: drop it so the next
+    /// [`TokenSource::token`] fetches a new one.
+    fn rejected<'a>(&'a self, token: &'a Token) -> BoxFuture<'a, Result<(), AuthError>>;
+
+    /// What this source is, for `mcp list` and doctor, never a secret:
+    /// e.g. `google-adc (service account key /path/key.json)`.
+    fn describe(&self) -> String;
+}
+
+/// A fixed token (for a library user who already holds one). `rejected` can
+/// do nothing about a refusal, so the 401 reaches the caller after one retry.
+#[derive(Debug, Clone)]
+pub struct StaticToken(pub Token);
+
+impl TokenSource for StaticToken {
+    fn token(&self) -> BoxFuture<'_, Result<Token, AuthError>> {
+        Box::pin(std::future::ready(Ok(self.0.clone())))
+    }
+
+    fn rejected<'a>(&'a self, _token: &'a Token) -> BoxFuture<'a, Result<(), AuthError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn describe(&self) -> String {
+        "static".to_owned()
+    }
+}
+
+/// How a server's requests are authenticated, as `mcp list` and doctor show
+/// it (`auth: none | static | google-adc (…)`); never a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Auth {
+    /// No `auth` and no `Authorization` in `headers`.
+    None,
+    /// An `Authorization` written in `headers`, sent as written.
+    Static,
+    /// A token source, by its [`TokenSource::describe`]
+    /// (`google-adc (service account key /path/key.json)`).
+    Source(String),
+}
+
+impl Auth {
+    /// The strategy alone: `none`, `static`, or the source's first word
+    /// (`google-adc`).
+    pub fn kind(&self) -> &str {
+        match self {
+            Auth::None => "none",
+            Auth::Static => "static",
+            Auth::Source(described) => described.split(" (").next().unwrap_or(described),
+        }
+    }
+}
+
+impl fmt::Display for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::Source(described) => f.write_str(described),
+            other => f.write_str(other.kind()),
+        }
+    }
+}
+
+/// Picks the token source for `entry`: `None` for a server without `auth`
+/// (a static `Authorization` in `headers`, if any, is sent as written).
+///
+/// This is the one place a new strategy is added: one arm per
+/// [`AuthSpec`] variant. Building a source does no I/O; the first token is
+/// fetched when the server starts, so a misconfiguration fails that server.
+pub(crate) fn source_for(
+    entry: &ServerEntry,
+    _env: &dyn Env,
+    _options: &StartOptions,
+) -> Result<Option<Arc<dyn TokenSource>>, StartError> {
+    let Transport::Http(http) = &entry.spec.transport else {
+        return Ok(None);
+    };
+    let unsupported = || {
+        StartError::Unsupported {
+        what: "`auth` (token strategies)".to_owned(),
+        fix: "remove `auth` and pass a token in `headers`, e.g. \"Authorization\": \"Bearer ${env:TOKEN}\"".to_owned(),
+    }
+    };
+    match &http.auth {
+        None => Ok(None),
+        Some(AuthSpec::GoogleOAuth { .. }) => Err(unsupported()),
+        // `AuthSpec` is non-exhaustive: a strategy this build does not know.
+        Some(_) => Err(unsupported()),
+    }
+}
+
+/// The streamable HTTP client of a server with a [`TokenSource`]: every
+/// request carries the source's current token as `Authorization` (replacing
+/// any written in `headers`) plus the token's extra headers; a 401 makes the
+/// source drop the token, and the request is sent once more with a new one.
+#[derive(Clone)]
+pub(crate) struct AuthClient {
+    inner: reqwest::Client,
+    source: Arc<dyn TokenSource>,
+}
+
+impl AuthClient {
+    pub(crate) fn new(inner: reqwest::Client, source: Arc<dyn TokenSource>) -> Self {
+        AuthClient { inner, source }
+    }
+
+    /// Runs `send` with the token's headers; on a 401, once more with a new token.
+    async fn authorized<T, F, Fut>(
+        &self,
+        headers: HashMap<HeaderName, HeaderValue>,
+        send: F,
+    ) -> Result<T, StreamableHttpError<reqwest::Error>>
+    where
+        F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
+        Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
+    {
+        let token = self.source.token().await.map_err(auth_failed)?;
+        match send(with_token(&token, headers.clone())?).await {
+            Err(e) if is_unauthorized(&e) => {
+                tracing::debug!(source = %self.source.describe(), "the server answered 401; refreshing the token once");
+                self.source.rejected(&token).await.map_err(auth_failed)?;
+                let fresh = self.source.token().await.map_err(auth_failed)?;
+                send(with_token(&fresh, headers)?).await
+            }
+            result => result,
+        }
+    }
+}
+
+impl fmt::Debug for AuthClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthClient")
+            .field("source", &self.source.describe())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The request's headers with the token's: its `Authorization` replaces any
+/// static one, its extra headers replace static headers of the same name.
+fn with_token(
+    token: &Token,
+    mut headers: HashMap<HeaderName, HeaderValue>,
+) -> Result<HashMap<HeaderName, HeaderValue>, StreamableHttpError<reqwest::Error>> {
+    let mut authorization = HeaderValue::from_str(token.authorization()).map_err(|_| {
+        auth_failed(AuthError::Other(
+            "the token source produced an Authorization value that is not a valid HTTP header"
+                .to_owned(),
+        ))
+    })?;
+    authorization.set_sensitive(true);
+    headers.insert(http::header::AUTHORIZATION, authorization);
+    for (name, value) in token.extra_headers() {
+        headers.insert(name.clone(), value.clone());
+    }
+    Ok(headers)
+}
+
+/// An [`AuthError`] as the transport's error; [`auth_error_in`] finds it again.
+fn auth_failed(e: AuthError) -> StreamableHttpError<reqwest::Error> {
+    StreamableHttpError::Io(std::io::Error::other(e))
+}
+
+/// The [`AuthError`] behind a failed `initialize`, when a token source failed.
+pub(crate) fn auth_error_in(e: &rmcp::service::ClientInitializeError) -> Option<AuthError> {
+    match e {
+        rmcp::service::ClientInitializeError::TransportError { error, .. } => {
+            find_auth_error(&*error.error)
+        }
+        _ => None,
+    }
+}
+
+/// The [`AuthError`] in `e`'s chain of causes.
+fn find_auth_error(e: &(dyn std::error::Error + 'static)) -> Option<AuthError> {
+    let mut cause = Some(e);
+    while let Some(e) = cause {
+        if let Some(found) = e.downcast_ref::<AuthError>() {
+            return Some(found.clone());
+        }
+        if let Some(StreamableHttpError::Io(io)) =
+            e.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+            && let Some(found) = io.get_ref().and_then(|i| i.downcast_ref::<AuthError>())
+        {
+            return Some(found.clone());
+        }
+        cause = e.source();
+    }
+    None
+}
+
+/// Whether the server answered 401: with a challenge (rmcp's `AuthRequired`),
+/// as a failed GET or DELETE (reqwest's status), or as a POST without a
+/// challenge (rmcp reports it as `HTTP 401 …`).
+fn is_unauthorized(e: &StreamableHttpError<reqwest::Error>) -> bool {
+    match e {
+        StreamableHttpError::AuthRequired(_) => true,
+        StreamableHttpError::Client(e) => e.status() == Some(reqwest::StatusCode::UNAUTHORIZED),
+        StreamableHttpError::UnexpectedServerResponse(text) => text.starts_with("HTTP 401 "),
+        _ => false,
+    }
+}
+
+type Sse = BoxStream<'static, Result<sse_stream::Sse, SseError>>;
+
+impl StreamableHttpClient for AuthClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            None,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            None,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        self.authorized(custom_headers, |headers| {
+            let (uri, message, session_id) = (uri.clone(), message.clone(), session_id.clone());
+            async move {
+                self.inner
+                    .post_message_with_response_limits(
+                        uri, message, session_id, None, headers, limits,
+                    )
+                    .await
+            }
+        })
+        .await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<reqwest::Error>> {
+        self.authorized(custom_headers, |headers| {
+            let (uri, session_id) = (uri.clone(), session_id.clone());
+            async move {
+                self.inner
+                    .delete_session(uri, session_id, None, headers)
+                    .await
+            }
+        })
+        .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<Sse, StreamableHttpError<reqwest::Error>> {
+        self.authorized(custom_headers, |headers| {
+            let (uri, session_id, last) = (uri.clone(), session_id.clone(), last_event_id.clone());
+            async move {
+                self.inner
+                    .get_stream(uri, session_id, last, None, headers)
+                    .await
+            }
+        })
+        .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        _auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<Sse, StreamableHttpError<reqwest::Error>> {
+        self.authorized(custom_headers, |headers| {
+            let (uri, session_id, last) = (uri.clone(), session_id.clone(), last_event_id.clone());
+            async move {
+                self.inner
+                    .get_stream_with_max_sse_event_size(
+                        uri,
+                        session_id,
+                        last,
+                        None,
+                        headers,
+                        max_sse_event_size,
+                    )
+                    .await
+            }
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+#[path = "auth_tests.rs"]
+mod tests;
