@@ -34,6 +34,14 @@ pub struct StartOptions {
     pub client_name: String,
     /// The `clientInfo` version.
     pub client_version: String,
+    /// Where `core-agent mcp login` keeps OAuth credentials
+    /// ([`CredentialsDir::user`](crate::oauth::CredentialsDir::user) for the
+    /// CLI); `None`: every `auth.oauth` server needs a login.
+    pub credentials: Option<crate::oauth::CredentialsDir>,
+    /// Shows the authorization page of an OAuth scope step-up (a server's 403
+    /// `insufficient_scope` mid-session); `None`: the call fails with the
+    /// login command instead.
+    pub browser: Option<Arc<dyn crate::oauth::Browser>>,
 }
 
 impl fmt::Debug for StartOptions {
@@ -44,6 +52,7 @@ impl fmt::Debug for StartOptions {
             .field("kill_grace", &self.kill_grace)
             .field("client_name", &self.client_name)
             .field("client_version", &self.client_version)
+            .field("credentials", &self.credentials)
             .finish_non_exhaustive()
     }
 }
@@ -56,6 +65,8 @@ impl Default for StartOptions {
             elicitor: Arc::new(Decline),
             client_name: "core-agent".to_owned(),
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
+            credentials: None,
+            browser: None,
         }
     }
 }
@@ -738,7 +749,7 @@ async fn start_stdio(
                     stderr,
                 },
                 (None, HandshakeError::Init(e)) => StartError::Initialize {
-                    message: init_message(&e, None),
+                    message: init_message(&e, None, &entry.name),
                     stdout,
                     stderr,
                 },
@@ -782,6 +793,7 @@ async fn start_http(
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
     let described = source.as_ref().map(|s| s.describe());
+    let name = handler.server.clone();
     let outcome = match source {
         None => {
             let transport = StreamableHttpClientTransport::from_config(config);
@@ -823,7 +835,7 @@ async fn start_http(
         Some(Err(HandshakeError::Init(e))) => match auth::auth_error_in(&e) {
             Some(auth) => Err(StartError::Auth(auth)),
             None => Err(StartError::Initialize {
-                message: init_message(&e, described.as_deref()),
+                message: init_message(&e, described.as_deref(), &name),
                 stdout: None,
                 stderr: Vec::new(),
             }),
@@ -847,7 +859,7 @@ enum HandshakeError {
 /// The initialize error in words a person can act on: the HTTP status and
 /// `WWW-Authenticate` challenge, or the innermost cause of a connection
 /// failure, rather than rmcp's type names.
-fn init_message(e: &ClientInitializeError, source: Option<&str>) -> String {
+fn init_message(e: &ClientInitializeError, source: Option<&str>, server: &str) -> String {
     if let (Some(challenge), Some(source)) = (e.auth_challenge(), source) {
         return format!(
             "the server refused the token from {source} (HTTP 401, WWW-Authenticate: {challenge}), also after a fresh one; check that these credentials may use this server (scopes, roles)"
@@ -855,7 +867,7 @@ fn init_message(e: &ClientInitializeError, source: Option<&str>) -> String {
     }
     if let Some(challenge) = e.auth_challenge() {
         return format!(
-            "the server requires authorization (HTTP 401, WWW-Authenticate: {challenge}); add a token to `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\""
+            "the server requires authorization (HTTP 401, WWW-Authenticate: {challenge}); if it supports OAuth, log in with `core-agent mcp login {server}`, else add a token to `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\""
         );
     }
     let text = e.to_string();

@@ -11,6 +11,7 @@
 mod login;
 mod source;
 mod store;
+mod token;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -21,6 +22,7 @@ use core_agent_mcp_config::{Env, OAuthSpec};
 pub use login::{Browser, Headless, LoginOptions, LoginOutcome, login};
 pub use source::OAuthSource;
 pub use store::{CredentialFile, CredentialsDir};
+pub(crate) use token::OAuthTokens;
 
 /// `auth.oauth` with its placeholders expanded: what the login flow and the
 /// token source need.
