@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::transport::auth::{
-    AuthorizationCallback, AuthorizationManager, OAuthClientConfig, ScopeUpgradeConfig,
+    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
+    OAuthClientConfig, ScopeUpgradeConfig,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -122,18 +123,14 @@ pub async fn login(
 
     let store = FileStore::new(file.clone());
     let mut manager = new_manager(file, store.clone()).await?;
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge.as_deref())
-        .await
-        .map_err(|e| OAuthError::flow(&e))?;
-    let supports_cimd = resolution
-        .metadata
+    let metadata = discover(&manager, file.url(), challenge.as_deref()).await?;
+    let supports_cimd = metadata
         .additional_fields
         .get("client_id_metadata_document_supported")
         .and_then(serde_json::Value::as_bool)
         .unwrap_or(false);
-    let issuer = resolution.metadata.issuer.clone();
-    manager.set_metadata(resolution.metadata);
+    let issuer = metadata.issuer.clone();
+    manager.set_metadata(metadata);
 
     let scopes = if settings.scopes.is_empty() {
         manager.select_initial_scopes(&[]).await
@@ -222,6 +219,75 @@ pub(crate) async fn new_manager(
     upgrades.max_upgrade_attempts = 1;
     manager.set_scope_upgrade_config(upgrades);
     Ok(manager)
+}
+
+/// rmcp's discovery (protected-resource metadata, then authorization-server
+/// metadata, then the 2025-03-26 default endpoints), with one allowance of
+/// the 2025-03-26 spec: authorization-server metadata published at the MCP
+/// server's own origin whose `issuer` names a path there (RFC 8414 would
+/// want it at the path-inserted location). It is accepted only when it and
+/// every endpoint it names are on the MCP server's origin, so the server
+/// vouches for it.
+pub(crate) async fn discover(
+    manager: &AuthorizationManager,
+    url: &str,
+    challenge: Option<&str>,
+) -> Result<AuthorizationMetadata, OAuthError> {
+    match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => Ok(resolution.metadata),
+        Err(AuthError::AuthorizationServerMismatch {
+            expected_issuer,
+            received_issuer,
+        }) => match same_origin_metadata(url, &received_issuer).await {
+            Some(metadata) => {
+                tracing::info!(
+                    expected_issuer,
+                    received_issuer,
+                    "oauth: accepting the MCP server's own 2025-03-26 authorization-server metadata"
+                );
+                Ok(metadata)
+            }
+            None => Err(OAuthError::flow(&AuthError::AuthorizationServerMismatch {
+                expected_issuer,
+                received_issuer,
+            })),
+        },
+        Err(e) => Err(OAuthError::flow(&e)),
+    }
+}
+
+/// `<origin>/.well-known/oauth-authorization-server` of `url`, when its
+/// issuer is `issuer` and all of it lives on that origin.
+async fn same_origin_metadata(url: &str, issuer: &str) -> Option<AuthorizationMetadata> {
+    let base = url::Url::parse(url).ok()?;
+    let mut well_known = base.clone();
+    well_known.set_path("/.well-known/oauth-authorization-server");
+    well_known.set_query(None);
+    well_known.set_fragment(None);
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(15))
+        .build()
+        .ok()?;
+    let response = client.get(well_known).send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let metadata: AuthorizationMetadata = response.json().await.ok()?;
+    let same_origin = |u: &str| {
+        url::Url::parse(u)
+            .map(|u| u.origin() == base.origin())
+            .unwrap_or(false)
+    };
+    let endpoints = [
+        Some(metadata.authorization_endpoint.as_str()),
+        Some(metadata.token_endpoint.as_str()),
+        metadata.registration_endpoint.as_deref(),
+        Some(issuer),
+    ];
+    (metadata.issuer.as_deref() == Some(issuer)
+        && endpoints.into_iter().flatten().all(same_origin))
+    .then_some(metadata)
 }
 
 /// Shows `url` and waits for the redirect back to `callback`.

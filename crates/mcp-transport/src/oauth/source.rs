@@ -7,7 +7,7 @@ use rmcp::transport::auth::{
     AuthError, AuthorizationManager, OAuthClientConfig, WWWAuthenticateParams,
 };
 
-use super::login::{Browser, Callback, authorize, exchange, new_manager};
+use super::login::{Browser, Callback, authorize, discover, exchange, new_manager};
 use super::store::{FileStore, access_token};
 use super::{CredentialFile, OAuthError, OAuthSettings};
 
@@ -59,6 +59,8 @@ impl OAuthSource {
         }
         let contents = file.read()?.ok_or_else(|| login_needed(None))?;
         let mut manager = new_manager(&file, FileStore::new(file.clone())).await?;
+        let metadata = discover(&manager, file.url(), None).await?;
+        manager.set_metadata(metadata);
         let found = manager
             .initialize_from_store()
             .await
