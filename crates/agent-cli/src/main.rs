@@ -26,6 +26,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod login;
 mod serve;
 
 use anyhow::Context;
@@ -265,6 +266,24 @@ enum McpCommand {
     },
     /// Create `<agents-dir>/mcp.json` with no servers, unless it exists.
     Init,
+    /// Log in to an HTTP server that uses OAuth: open its authorization page
+    /// (or print the URL), receive the redirect on 127.0.0.1, and store the
+    /// credentials in ~/.agents/credentials (mode 0600).
+    Login {
+        /// The server's name.
+        name: String,
+        /// Print the authorization URL instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// Seconds to wait for the authorization.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+        timeout: f64,
+    },
+    /// Remove a server's stored OAuth credentials.
+    Logout {
+        /// The server's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -441,6 +460,25 @@ async fn run(cli: Cli) -> u8 {
             );
         }
         Command::Mcp(McpCommand::Init) => return init(&paths),
+        Command::Mcp(McpCommand::Logout { name }) => return login::logout(name),
+        Command::Mcp(McpCommand::Login {
+            name,
+            no_browser,
+            timeout,
+        }) => {
+            let Some(timeout) = seconds(*timeout) else {
+                eprintln!("core-agent: --timeout takes a positive number of seconds");
+                return USAGE;
+            };
+            let config = match core_agent_mcp_config::load(&paths) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("core-agent: bad config:\n{e}");
+                    return USAGE;
+                }
+            };
+            return login::login(&config, name, *no_browser, timeout).await;
+        }
         Command::Mcp(McpCommand::Doctor {
             cloud,
             offline,
@@ -453,6 +491,7 @@ async fn run(cli: Cli) -> u8 {
             };
             host.start.timeout = start_timeout;
             host.start.elicitor = Arc::new(NoticeDecline);
+            host.start.credentials = core_agent_mcp_transport::oauth::CredentialsDir::user();
             let doctor_options = DoctorOptions {
                 cloud: *cloud,
                 offline: *offline,
@@ -511,6 +550,11 @@ async fn run(cli: Cli) -> u8 {
         eprintln!("core-agent: {notice}");
     }
     options.start.elicitor = Arc::new(NoticeDecline);
+    // An OAuth scope step-up mid-session shows its page to a person at a
+    // terminal; elsewhere the call fails with the login command.
+    if std::io::stderr().is_terminal() && std::io::stdin().is_terminal() {
+        options.start.browser = Some(Arc::new(login::SystemBrowser::interactive()));
+    }
     let env = config.dotenv.over_process();
     // Signals are caught from before the first server is spawned until the
     // last one is stopped: an interrupt while starting drops the start, and
@@ -624,6 +668,9 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
                         r.scope,
                         r.status
                     );
+                    if r.auth != "none" {
+                        outln!("{:<20} auth: {}", "", r.auth);
+                    }
                 }
             }
             0
@@ -999,6 +1046,11 @@ fn print_doctor(report: &DoctorReport, json: bool) {
         outln!("{line}\n        {}; {}", clean(&f.message), f.fix);
     }
     for s in &report.servers {
+        let auth = if s.auth == "none" {
+            String::new()
+        } else {
+            format!("; auth: {}", s.auth)
+        };
         let left_out: Vec<String> = s
             .left_out
             .iter()
@@ -1011,7 +1063,7 @@ fn print_doctor(report: &DoctorReport, json: bool) {
         };
         match &s.error {
             None => outln!(
-                "server  {} ({}): connected, {tools} in {} ms",
+                "server  {} ({}): connected, {tools} in {} ms{auth}",
                 s.name,
                 s.transport,
                 s.ms
@@ -1020,7 +1072,7 @@ fn print_doctor(report: &DoctorReport, json: bool) {
                 outln!("server  {}: {}: {}", s.name, s.status, clean(first_line(e)))
             }
             Some(e) => outln!(
-                "server  {} ({}): error after {} ms: {}",
+                "server  {} ({}): error after {} ms: {}{auth}",
                 s.name,
                 s.transport,
                 s.ms,

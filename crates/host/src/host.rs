@@ -224,6 +224,9 @@ pub struct ServerReport {
     pub restricted: usize,
     /// What the operator should hear about it (allowlist typos, dropped tools, …).
     pub warnings: Vec<String>,
+    /// How its requests are authenticated: `none`, `static`, `google-adc (…)`,
+    /// `oauth (logged in, expires in 52 min)` or `oauth (login needed: core-agent mcp login <name>)`.
+    pub auth: String,
 }
 
 /// One tool, as `core-agent tools --json` prints it.
@@ -546,6 +549,7 @@ impl Host {
                     error: s.error().map(ToString::to_string),
                     restricted: catalog.restricted(s.name(), level),
                     warnings,
+                    auth: s.auth().to_string(),
                 }
             })
             .collect();
@@ -560,6 +564,7 @@ impl Host {
             error: Some(l.reason.to_string()),
             restricted: 0,
             warnings: Vec::new(),
+            auth: "none".to_owned(),
         }));
         reports
     }

@@ -162,6 +162,7 @@ async fn start_reports_every_server_in_config_order() {
                 error: None,
                 restricted: 0,
                 warnings: vec![],
+                auth: "none".into(),
             },
             ServerReport {
                 name: "missing".into(),
@@ -174,6 +175,7 @@ async fn start_reports_every_server_in_config_order() {
                 error: Some("command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)".into()),
                 restricted: 0,
                 warnings: vec![],
+                auth: "none".into(),
             },
         ]
     );

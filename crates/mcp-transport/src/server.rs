@@ -570,6 +570,13 @@ impl Launch {
                 let is_authorization = |name: &str| name.eq_ignore_ascii_case("authorization");
                 let source = match auth::source_for(entry, env, options) {
                     Ok(source) => source,
+                    Err(e @ StartError::Auth(crate::AuthError::LoginNeeded { .. })) => {
+                        let status = crate::oauth::OAuthStatus::LoginNeeded.describe(&entry.name);
+                        return (
+                            Launch::Unsupported(e),
+                            Auth::Source(format!("oauth ({status})")),
+                        );
+                    }
                     Err(e) => return (Launch::Unsupported(e), Auth::None),
                 };
                 let auth = match &source {

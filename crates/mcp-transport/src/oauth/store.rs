@@ -41,6 +41,37 @@ impl CredentialsDir {
         &self.path
     }
 
+    /// Removes every credentials file of `server`, whatever its URL
+    /// (`core-agent mcp logout`); returns the files removed.
+    pub fn remove_server(&self, server: &str) -> Result<Vec<PathBuf>, OAuthError> {
+        let entries = match std::fs::read_dir(&self.path) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(OAuthError::store(&self.path, e)),
+        };
+        let mut removed = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let Some(contents) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Contents>(&t).ok())
+            else {
+                continue;
+            };
+            if contents.server == server {
+                let file = self.file(server, &contents.url);
+                if file.path == path && file.remove()? {
+                    removed.push(path);
+                }
+            }
+        }
+        removed.sort();
+        Ok(removed)
+    }
+
     /// The file of `server` at `url`. A different URL is a different file,
     /// so a server whose URL changed never receives the old one's token.
     pub fn file(&self, server: &str, url: &str) -> CredentialFile {
