@@ -40,22 +40,27 @@ fn http(method: &str, url: &str) -> (u16, Option<String>, String) {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let location = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("location").then(|| v.trim().to_owned())
-        });
+    let location = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("location")
+            .then(|| v.trim().to_owned())
+    });
     (status, location, body.to_owned())
 }
 
 fn stats(server: &Background) -> Value {
-    let (_, _, body) = http("GET", &format!("http://127.0.0.1:{}/admin/stats", server.port));
+    let (_, _, body) = http(
+        "GET",
+        &format!("http://127.0.0.1:{}/admin/stats", server.port),
+    );
     serde_json::from_str(&body).unwrap()
 }
 
 fn admin(server: &Background, what: &str) {
-    let (status, _, _) = http("POST", &format!("http://127.0.0.1:{}/admin/{what}", server.port));
+    let (status, _, _) = http(
+        "POST",
+        &format!("http://127.0.0.1:{}/admin/{what}", server.port),
+    );
     assert_eq!(status, 200);
 }
 
@@ -94,7 +99,12 @@ fn login(p: &Project) -> Run {
     stderr.read_to_string(&mut rest).unwrap();
     seen.push_str(&rest);
     let mut stdout = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
     let status = child.wait().unwrap();
     Run {
         code: status.code().unwrap_or(-1),
@@ -110,7 +120,12 @@ fn credentials_file(p: &Project) -> PathBuf {
         .map(|d| d.map(|e| e.unwrap().path()).collect())
         .unwrap_or_default();
     files.retain(|f| f.extension().is_some_and(|e| e == "json"));
-    assert_eq!(files.len(), 1, "one credentials file in {}: {files:?}", dir.display());
+    assert_eq!(
+        files.len(),
+        1,
+        "one credentials file in {}: {files:?}",
+        dir.display()
+    );
     files.remove(0)
 }
 
@@ -137,7 +152,9 @@ fn login_stores_a_private_file_and_no_command_prints_the_token() {
 
     let before = p.run(&["mcp", "list"]);
     assert!(
-        before.stdout.contains("auth: oauth (login needed: core-agent mcp login secure)"),
+        before
+            .stdout
+            .contains("auth: oauth (login needed: core-agent mcp login secure)"),
         "{}",
         before.stdout
     );
@@ -146,7 +163,8 @@ fn login_stores_a_private_file_and_no_command_prints_the_token() {
     let run = login(&p);
     run.expect_code(0);
     assert!(
-        run.stdout.contains("logged in to `secure` (dynamic client registration"),
+        run.stdout
+            .contains("logged in to `secure` (dynamic client registration"),
         "{}",
         run.stdout
     );
@@ -162,16 +180,24 @@ fn login_stores_a_private_file_and_no_command_prints_the_token() {
 
     let list = p.run(&["mcp", "list"]);
     assert!(
-        list.stdout.contains("auth: oauth (logged in, expires in 59 min)"),
+        list.stdout
+            .contains("auth: oauth (logged in, expires in 59 min)"),
         "{}",
         list.stdout
     );
     outputs.push(list);
     let json = p.run(&["mcp", "list", "--json"]);
-    assert_eq!(json.json()[0]["auth"], "oauth (logged in, expires in 59 min)");
+    assert_eq!(
+        json.json()[0]["auth"],
+        "oauth (logged in, expires in 59 min)"
+    );
     outputs.push(json);
     let doctor = p.run(&["mcp", "doctor"]);
-    assert!(doctor.stdout.contains("; auth: oauth (logged in"), "{}", doctor.stdout);
+    assert!(
+        doctor.stdout.contains("; auth: oauth (logged in"),
+        "{}",
+        doctor.stdout
+    );
     outputs.push(doctor);
     outputs.push(p.run(&["config", "show"]));
     outputs.push(p.run(&["mcp", "doctor", "--json"]));
@@ -212,12 +238,17 @@ fn a_401_mid_session_refreshes_once_and_a_rejected_refresh_token_means_login_nee
     admin(&server, "revoke-refresh");
     let run = call(&p);
     assert_ne!(run.code, 0);
-    assert!(run.stderr.contains("core-agent mcp login secure"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("core-agent mcp login secure"),
+        "{}",
+        run.stderr
+    );
     let s = stats(&server);
     assert_eq!(s["rejected_refreshes"], 1, "{s}");
     let list = p.run(&["mcp", "list"]);
     assert!(
-        list.stdout.contains("auth: oauth (login needed: core-agent mcp login secure)"),
+        list.stdout
+            .contains("auth: oauth (login needed: core-agent mcp login secure)"),
         "{}",
         list.stdout
     );
@@ -246,11 +277,18 @@ fn two_processes_refreshing_at_once_keep_one_valid_refresh_token() {
         );
     }
     let s = stats(&server);
-    assert_eq!(s["rejected_refreshes"], 0, "no spent refresh token was used: {s}");
+    assert_eq!(
+        s["rejected_refreshes"], 0,
+        "no spent refresh token was used: {s}"
+    );
     let valid = s["valid_refresh_tokens"].as_array().unwrap();
     assert_eq!(valid.len(), 1, "{s}");
     let (_, refresh) = stored_tokens(&p);
-    assert_eq!(valid[0], refresh.as_str(), "the stored refresh token is the valid one");
+    assert_eq!(
+        valid[0],
+        refresh.as_str(),
+        "the stored refresh token is the valid one"
+    );
     // And it still works in a third process.
     admin(&server, "revoke-access");
     call(&p).expect_code(0);
@@ -264,7 +302,11 @@ fn logout_removes_the_credentials() {
     let file = credentials_file(&p);
     let run = p.run(&["mcp", "logout", "secure"]);
     run.expect_code(0);
-    assert!(run.stdout.contains("logged out of `secure`"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("logged out of `secure`"),
+        "{}",
+        run.stdout
+    );
     assert!(!file.exists());
     let again = p.run(&["mcp", "logout", "secure"]);
     assert!(again.stdout.contains("no credentials stored for `secure`"));

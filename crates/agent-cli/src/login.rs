@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use core_agent_mcp_config::{AuthSpec, Config, Transport};
 use core_agent_mcp_transport::BoxFuture;
-use core_agent_mcp_transport::oauth::{
-    self, Browser, CredentialsDir, LoginOptions, OAuthSettings,
-};
+use core_agent_mcp_transport::oauth::{self, Browser, CredentialsDir, LoginOptions, OAuthSettings};
 
 use crate::{FAILED, USAGE};
 
@@ -34,8 +32,12 @@ impl Browser for SystemBrowser {
             eprintln!("core-agent: to authorize, open this URL in a browser:\n\n    {url}\n");
             if self.open {
                 match webbrowser::open(url) {
-                    Ok(()) => eprintln!("core-agent: opened it in your browser; waiting for the authorization…"),
-                    Err(e) => eprintln!("core-agent: could not open a browser ({e}); open the URL yourself; waiting…"),
+                    Ok(()) => eprintln!(
+                        "core-agent: opened it in your browser; waiting for the authorization…"
+                    ),
+                    Err(e) => eprintln!(
+                        "core-agent: could not open a browser ({e}); open the URL yourself; waiting…"
+                    ),
                 }
             } else {
                 eprintln!("core-agent: waiting for the authorization…");

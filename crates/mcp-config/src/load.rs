@@ -398,17 +398,15 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
                     }),
                     (None, Some(o)) => Some(AuthSpec::OAuth(OAuthSpec {
                         scopes: strings(o.get("scopes")),
-                        client_id: o.get("client_id").and_then(Value::as_str).map(str::to_owned),
-                        client_secret: o
-                            .get("client_secret")
+                        client_id: o
+                            .get("client_id")
                             .and_then(Value::as_str)
-                            .and_then(|raw| {
-                                cx.template(
-                                    name,
-                                    &format!("{base}/auth/oauth/client_secret"),
-                                    raw,
-                                )
-                            }),
+                            .map(str::to_owned),
+                        client_secret: o.get("client_secret").and_then(Value::as_str).and_then(
+                            |raw| {
+                                cx.template(name, &format!("{base}/auth/oauth/client_secret"), raw)
+                            },
+                        ),
                         client_metadata_url: o
                             .get("client_metadata_url")
                             .and_then(Value::as_str)

@@ -440,7 +440,13 @@ fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
             ],
         ) => "a whole number, such as 10",
         (_, [.., "callback_port"]) => "a port number, such as 8976",
-        (_, [.., "auth" | "google_oauth" | "oauth" | "auggy" | "toolPolicies"]) => "an object",
+        (
+            _,
+            [
+                ..,
+                "auth" | "google_oauth" | "oauth" | "auggy" | "toolPolicies",
+            ],
+        ) => "an object",
         _ => "a string in double quotes",
     }
 }

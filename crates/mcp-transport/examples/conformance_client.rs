@@ -26,7 +26,9 @@ use core_agent_mcp_config::{
     Transport,
 };
 use core_agent_mcp_transport::model::JsonObject;
-use core_agent_mcp_transport::oauth::{self, CredentialsDir, Headless, LoginOptions, OAuthSettings};
+use core_agent_mcp_transport::oauth::{
+    self, CredentialsDir, Headless, LoginOptions, OAuthSettings,
+};
 use core_agent_mcp_transport::{AcceptDefaults, Servers, StartOptions, Status};
 use serde_json::{Value, json};
 
@@ -56,8 +58,7 @@ async fn main() -> ExitCode {
         let credentials = CredentialsDir::new(dir.path());
         let file = credentials.file("conformance", &url);
         let settings = OAuthSettings::from_spec(&spec, &ProcessEnv);
-        if let Err(e) = oauth::login(&file, &settings, &Headless, &LoginOptions::default()).await
-        {
+        if let Err(e) = oauth::login(&file, &settings, &Headless, &LoginOptions::default()).await {
             eprintln!("{scenario}: login failed: {e}");
             return ExitCode::FAILURE;
         }
@@ -134,6 +135,7 @@ fn oauth_spec() -> OAuthSpec {
         client_metadata_url: Some(CLIENT_METADATA_URL.to_owned()),
         ..OAuthSpec::default()
     };
-    spec.client_secret = field("client_secret").and_then(|s| Template::parse(&s.replace("${", "$${")).ok());
+    spec.client_secret =
+        field("client_secret").and_then(|s| Template::parse(&s.replace("${", "$${")).ok());
     spec
 }

@@ -285,9 +285,8 @@ async fn same_origin_metadata(url: &str, issuer: &str) -> Option<AuthorizationMe
         metadata.registration_endpoint.as_deref(),
         Some(issuer),
     ];
-    (metadata.issuer.as_deref() == Some(issuer)
-        && endpoints.into_iter().flatten().all(same_origin))
-    .then_some(metadata)
+    (metadata.issuer.as_deref() == Some(issuer) && endpoints.into_iter().flatten().all(same_origin))
+        .then_some(metadata)
 }
 
 /// Shows `url` and waits for the redirect back to `callback`.
@@ -339,7 +338,10 @@ async fn probe(url: &str, headers: &[(String, String)]) -> Option<String> {
         .ok()?;
     let mut request = client
         .post(url)
-        .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+        .header(
+            reqwest::header::ACCEPT,
+            "application/json, text/event-stream",
+        )
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(
             serde_json::json!({
@@ -385,12 +387,13 @@ impl Callback {
     /// Listens on 127.0.0.1:`port` (any free port when `None`).
     pub(crate) async fn bind(port: Option<u16>) -> Result<Self, OAuthError> {
         let want = port.unwrap_or(0);
-        let listener = TcpListener::bind(("127.0.0.1", want))
-            .await
-            .map_err(|e| OAuthError::Listen {
-                port: want,
-                message: e.to_string(),
-            })?;
+        let listener =
+            TcpListener::bind(("127.0.0.1", want))
+                .await
+                .map_err(|e| OAuthError::Listen {
+                    port: want,
+                    message: e.to_string(),
+                })?;
         let port = listener
             .local_addr()
             .map_err(|e| OAuthError::Listen {
@@ -446,8 +449,8 @@ impl Callback {
                     });
                 }
                 if param("code").is_none() {
-                    let _ = respond(&mut stream, "400 Bad Request", "No code in this redirect.")
-                        .await;
+                    let _ =
+                        respond(&mut stream, "400 Bad Request", "No code in this redirect.").await;
                     continue;
                 }
                 let _ = respond(
@@ -489,9 +492,8 @@ async fn respond(
     status: &str,
     text: &str,
 ) -> std::io::Result<()> {
-    let body = format!(
-        "<!doctype html><meta charset=utf-8><title>core-agent</title><p>{text}</p>\n"
-    );
+    let body =
+        format!("<!doctype html><meta charset=utf-8><title>core-agent</title><p>{text}</p>\n");
     let response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()

@@ -169,7 +169,9 @@ pub enum OAuthError {
         after: Duration,
     },
     /// The loopback listener could not be opened.
-    #[error("cannot listen for the login redirect on 127.0.0.1:{port}: {message}; free the port or change `callback_port`")]
+    #[error(
+        "cannot listen for the login redirect on 127.0.0.1:{port}: {message}; free the port or change `callback_port`"
+    )]
     Listen {
         /// The port (0 for any).
         port: u16,
@@ -180,7 +182,9 @@ pub enum OAuthError {
     #[error("cannot open the authorization URL: {0}")]
     Browser(String),
     /// The server demands a scope after a step-up already asked for it.
-    #[error("the server still refuses with insufficient_scope for `{scope}` after a new authorization asked for it; check the account's permissions")]
+    #[error(
+        "the server still refuses with insufficient_scope for `{scope}` after a new authorization asked for it; check the account's permissions"
+    )]
     ScopeRefused {
         /// The scope the server asked for.
         scope: String,
@@ -215,7 +219,10 @@ mod tests {
             })
         };
         let cases = [
-            (OAuthStatus::LoginNeeded, "login needed: core-agent mcp login gh"),
+            (
+                OAuthStatus::LoginNeeded,
+                "login needed: core-agent mcp login gh",
+            ),
             (
                 OAuthStatus::LoggedIn {
                     expires_at: None,

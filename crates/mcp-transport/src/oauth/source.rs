@@ -81,7 +81,9 @@ impl OAuthSource {
             // its secret to refresh, and a step-up its redirect URI.
             let mut config = OAuthClientConfig::new(
                 client.client_id.clone(),
-                redirect_uri.clone().unwrap_or_else(|| file.url().to_owned()),
+                redirect_uri
+                    .clone()
+                    .unwrap_or_else(|| file.url().to_owned()),
             );
             if let Some(secret) = secret {
                 config = config.with_client_secret(secret);

@@ -86,11 +86,7 @@ impl CredentialsDir {
             })
             .collect();
         let digest = Sha256::digest(url.as_bytes());
-        let hash: String = digest
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hash: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
         let path = self.path.join(format!("{name}-{hash}.json"));
         CredentialFile {
             lock: self.path.join(format!("{name}-{hash}.lock")),
@@ -199,7 +195,10 @@ impl CredentialFile {
         let contents: Contents = serde_json::from_str(&text).map_err(|e| {
             OAuthError::store(
                 &self.path,
-                format!("{e}; remove it with `core-agent mcp logout {}`", self.server),
+                format!(
+                    "{e}; remove it with `core-agent mcp logout {}`",
+                    self.server
+                ),
             )
         })?;
         Ok((contents.url == self.url).then_some(contents))
@@ -216,8 +215,8 @@ impl CredentialFile {
                 .create(dir)
                 .map_err(err)?;
         }
-        let text = serde_json::to_vec_pretty(contents)
-            .map_err(|e| OAuthError::store(&self.path, e))?;
+        let text =
+            serde_json::to_vec_pretty(contents).map_err(|e| OAuthError::store(&self.path, e))?;
         let tmp = self.path.with_extension(format!(
             "json.{}.{}.tmp",
             std::process::id(),
@@ -293,10 +292,7 @@ impl FileStore {
         AuthError::CredentialStoreError(e.to_string())
     }
 
-    fn update(
-        &self,
-        change: impl FnOnce(&mut Contents),
-    ) -> Result<(), OAuthError> {
+    fn update(&self, change: impl FnOnce(&mut Contents)) -> Result<(), OAuthError> {
         let mut contents = self.file.read()?.unwrap_or_else(|| Contents {
             server: self.file.server.clone(),
             url: self.file.url.clone(),
@@ -445,6 +441,9 @@ mod tests {
         store.on_refresh_token_rejected(&old).await.unwrap();
         assert_eq!(file.status(), OAuthStatus::LoginNeeded);
         // The client registration survives, for the next login.
-        assert_eq!(file.read().unwrap().unwrap().client.unwrap().client_id, "client");
+        assert_eq!(
+            file.read().unwrap().unwrap().client.unwrap().client_id,
+            "client"
+        );
     }
 }
