@@ -192,7 +192,8 @@ async fn start_reports_every_server_in_config_order() {
             "left_out": {},
             "error": null,
             "restricted": 0,
-            "warnings": []
+            "warnings": [],
+            "auth": "none"
           },
           {
             "name": "missing",
@@ -204,7 +205,8 @@ async fn start_reports_every_server_in_config_order() {
             "left_out": {},
             "error": "command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)",
             "restricted": 0,
-            "warnings": []
+            "warnings": [],
+            "auth": "none"
           }
         ]"#]]
     .assert_eq(&serde_json::to_string_pretty(&reports).unwrap());
