@@ -38,7 +38,8 @@ fn broken_servers_end_up_in_error_and_the_others_carry_on() {
                 "left_out",
                 "error",
                 "restricted",
-                "warnings"
+                "warnings",
+                "auth"
             ]
         );
     }

@@ -199,7 +199,14 @@ fn login_stores_a_private_file_and_no_command_prints_the_token() {
         doctor.stdout
     );
     outputs.push(doctor);
-    outputs.push(p.run(&["config", "show"]));
+    let show = p.run(&["config", "show"]);
+    assert!(
+        show.stdout.lines().any(|l| l.trim() == "auth: oauth"
+            || l.trim().starts_with("auth") && l.trim().ends_with("oauth")),
+        "{}",
+        show.stdout
+    );
+    outputs.push(show);
     outputs.push(p.run(&["mcp", "doctor", "--json"]));
 
     let (access, refresh) = stored_tokens(&p);

@@ -1167,8 +1167,34 @@ fn print_server_config(s: &core_agent_host::ServerConfigReport) {
                 lines.push(("headers", pairs(headers)));
             }
             if let Some(auth) = auth {
-                let scopes = auth.google_oauth.scopes.join(" ");
-                lines.push(("auth", format!("google_oauth (scopes: {scopes})")));
+                if let Some(google) = &auth.google_oauth {
+                    let scopes = google.scopes.join(" ");
+                    lines.push(("auth", format!("google_oauth (scopes: {scopes})")));
+                }
+                if let Some(oauth) = &auth.oauth {
+                    let mut parts = Vec::new();
+                    if !oauth.scopes.is_empty() {
+                        parts.push(format!("scopes: {}", oauth.scopes.join(" ")));
+                    }
+                    if let Some(id) = &oauth.client_id {
+                        parts.push(format!("client_id: {id}"));
+                    }
+                    if let Some(secret) = &oauth.client_secret {
+                        parts.push(format!("client_secret: {secret}"));
+                    }
+                    if let Some(url) = &oauth.client_metadata_url {
+                        parts.push(format!("client_metadata_url: {url}"));
+                    }
+                    if let Some(port) = oauth.callback_port {
+                        parts.push(format!("callback_port: {port}"));
+                    }
+                    let detail = if parts.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", parts.join("; "))
+                    };
+                    lines.push(("auth", format!("oauth{detail}")));
+                }
             }
         }
     }
