@@ -10,6 +10,7 @@
     clippy::panic
 )]
 
+mod auth;
 mod config;
 mod demo;
 mod dialects;

@@ -189,12 +189,12 @@ fn login_stores_a_private_file_and_no_command_prints_the_token() {
     let json = p.run(&["mcp", "list", "--json"]);
     assert_eq!(
         json.json()[0]["auth"],
-        "oauth (logged in, expires in 59 min)"
+        json!({"kind": "oauth", "detail": "logged in, expires in 59 min"})
     );
     outputs.push(json);
     let doctor = p.run(&["mcp", "doctor"]);
     assert!(
-        doctor.stdout.contains("; auth: oauth (logged in"),
+        doctor.stdout.contains("auth: oauth (logged in"),
         "{}",
         doctor.stdout
     );

@@ -653,7 +653,7 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
                     if r.restricted > 0 {
                         notes.push(format!("{} restricted at this trust level", r.restricted));
                     }
-                    let detail = match &r.error {
+                    let mut detail = match &r.error {
                         Some(e) if r.status == "error" => {
                             format!("error: {}", clean(first_line(e)))
                         }
@@ -661,6 +661,10 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
                         None if notes.is_empty() => format!("{} tools", r.tools),
                         None => format!("{} tools ({})", r.tools, notes.join(", ")),
                     };
+                    // Only HTTP servers carry credentials.
+                    if r.transport == "http" {
+                        detail.push_str(&format!("; auth: {}", clean(&r.auth.to_string())));
+                    }
                     outln!(
                         "{:<20} {:<6} {:<8} {:<10} {detail}",
                         r.name,
@@ -668,9 +672,6 @@ async fn execute(session: &Session, command: &Command, calls: Vec<CallRequest>) 
                         r.scope,
                         r.status
                     );
-                    if r.auth != "none" {
-                        outln!("{:<20} auth: {}", "", r.auth);
-                    }
                 }
             }
             0
@@ -1046,11 +1047,6 @@ fn print_doctor(report: &DoctorReport, json: bool) {
         outln!("{line}\n        {}; {}", clean(&f.message), f.fix);
     }
     for s in &report.servers {
-        let auth = if s.auth == "none" {
-            String::new()
-        } else {
-            format!("; auth: {}", s.auth)
-        };
         let left_out: Vec<String> = s
             .left_out
             .iter()
@@ -1063,7 +1059,7 @@ fn print_doctor(report: &DoctorReport, json: bool) {
         };
         match &s.error {
             None => outln!(
-                "server  {} ({}): connected, {tools} in {} ms{auth}",
+                "server  {} ({}): connected, {tools} in {} ms",
                 s.name,
                 s.transport,
                 s.ms
@@ -1072,12 +1068,15 @@ fn print_doctor(report: &DoctorReport, json: bool) {
                 outln!("server  {}: {}: {}", s.name, s.status, clean(first_line(e)))
             }
             Some(e) => outln!(
-                "server  {} ({}): error after {} ms: {}{auth}",
+                "server  {} ({}): error after {} ms: {}",
                 s.name,
                 s.transport,
                 s.ms,
                 clean(first_line(e))
             ),
+        }
+        if s.transport == "http" {
+            outln!("        auth: {}", clean(&s.auth.to_string()));
         }
     }
     if !report.servers.is_empty() {

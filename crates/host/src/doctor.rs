@@ -84,8 +84,9 @@ pub struct ServerCheck {
     pub ms: u128,
     /// Why it failed, in words a person can act on.
     pub error: Option<String>,
-    /// How its requests are authenticated (as in `mcp list`), never a secret.
-    pub auth: String,
+    /// How its requests are authenticated (for Google ADC: which
+    /// credentials were found); never a secret.
+    pub auth: crate::AuthStatus,
 }
 
 /// Runs the checks on a loaded config (or reports why it did not load).
@@ -127,7 +128,7 @@ pub async fn doctor(
                     left_out: Default::default(),
                     ms: 0,
                     error: Some(l.reason.to_string()),
-                    auth: "none".to_owned(),
+                    auth: crate::AuthStatus::left_out(),
                 });
                 if !matches!(l.reason, core_agent_mcp_config::LeftOutReason::Disabled) {
                     findings.push(Finding {
@@ -154,7 +155,7 @@ pub async fn doctor(
                         left_out: summary.left_out_by_reason(),
                         ms: s.elapsed().as_millis(),
                         error: s.error().map(ToString::to_string),
-                        auth: s.auth().to_string(),
+                        auth: crate::AuthStatus::from(s.auth()),
                     });
                     if let Some(e) = s.error() {
                         findings.push(Finding {

@@ -224,9 +224,54 @@ pub struct ServerReport {
     pub restricted: usize,
     /// What the operator should hear about it (allowlist typos, dropped tools, …).
     pub warnings: Vec<String>,
-    /// How its requests are authenticated: `none`, `static`, `google-adc (…)`,
-    /// `oauth (logged in, expires in 52 min)` or `oauth (login needed: core-agent mcp login <name>)`.
-    pub auth: String,
+    /// How its requests are authenticated; never a secret.
+    pub auth: AuthStatus,
+}
+
+/// How a server's requests are authenticated, as `mcp list` and doctor show
+/// it: `auth: none`, `auth: static`, `auth: google-adc (authorized user …)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuthStatus {
+    /// `"none"`, `"static"` (an `Authorization` written in `headers`),
+    /// `"google-adc"`, or `"-"` for a server that was left out.
+    pub kind: String,
+    /// Where the token comes from, in the source's words
+    /// (`service account key /path/key.json`); `null` when there is no source.
+    pub detail: Option<String>,
+}
+
+impl AuthStatus {
+    /// A server that was not started.
+    pub(crate) fn left_out() -> AuthStatus {
+        AuthStatus {
+            kind: "-".to_owned(),
+            detail: None,
+        }
+    }
+}
+
+impl From<&core_agent_mcp_transport::Auth> for AuthStatus {
+    fn from(auth: &core_agent_mcp_transport::Auth) -> Self {
+        let described = auth.to_string();
+        let kind = auth.kind().to_owned();
+        // `google-adc (service account key /k.json)` → detail `service account key /k.json`.
+        let detail = described
+            .strip_prefix(&kind)
+            .map(str::trim)
+            .and_then(|rest| rest.strip_prefix('('))
+            .and_then(|rest| rest.strip_suffix(')'))
+            .map(str::to_owned);
+        AuthStatus { kind, detail }
+    }
+}
+
+impl std::fmt::Display for AuthStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.detail {
+            Some(detail) => write!(f, "{} ({detail})", self.kind),
+            None => f.write_str(&self.kind),
+        }
+    }
 }
 
 /// One tool, as `core-agent tools --json` prints it.
@@ -549,7 +594,7 @@ impl Host {
                     error: s.error().map(ToString::to_string),
                     restricted: catalog.restricted(s.name(), level),
                     warnings,
-                    auth: s.auth().to_string(),
+                    auth: AuthStatus::from(s.auth()),
                 }
             })
             .collect();
@@ -564,7 +609,7 @@ impl Host {
             error: Some(l.reason.to_string()),
             restricted: 0,
             warnings: Vec::new(),
-            auth: "none".to_owned(),
+            auth: AuthStatus::left_out(),
         }));
         reports
     }

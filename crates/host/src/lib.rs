@@ -22,8 +22,8 @@ pub use config_view::{
 pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
 pub use error::{Error, Result};
 pub use host::{
-    CallOutcome, CallRequest, DigestOptions, Host, HostOptions, ServerReady, ServerReport, Session,
-    SessionOptions, SurveyOptions, ToolReport,
+    AuthStatus, CallOutcome, CallRequest, DigestOptions, Host, HostOptions, ServerReady,
+    ServerReport, Session, SessionOptions, SurveyOptions, ToolReport,
 };
 pub use llm::OpenAiSummarizer;
 pub use setup::{HostConfig, Overrides, load_permissions, permission_files, project_root};

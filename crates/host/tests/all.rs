@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use core_agent_host::{DigestOptions, Error, Host, HostOptions, ServerReport, SessionOptions};
+use core_agent_host::{
+    AuthStatus, DigestOptions, Error, Host, HostOptions, ServerReport, SessionOptions,
+};
 use core_agent_mcp_config::{
     Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport, TrustLevel,
 };
@@ -162,7 +164,10 @@ async fn start_reports_every_server_in_config_order() {
                 error: None,
                 restricted: 0,
                 warnings: vec![],
-                auth: "none".into(),
+                auth: AuthStatus {
+                    kind: "none".into(),
+                    detail: None,
+                },
             },
             ServerReport {
                 name: "missing".into(),
@@ -175,7 +180,10 @@ async fn start_reports_every_server_in_config_order() {
                 error: Some("command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)".into()),
                 restricted: 0,
                 warnings: vec![],
-                auth: "none".into(),
+                auth: AuthStatus {
+                    kind: "none".into(),
+                    detail: None,
+                },
             },
         ]
     );
@@ -193,7 +201,10 @@ async fn start_reports_every_server_in_config_order() {
             "error": null,
             "restricted": 0,
             "warnings": [],
-            "auth": "none"
+            "auth": {
+              "kind": "none",
+              "detail": null
+            }
           },
           {
             "name": "missing",
@@ -206,7 +217,10 @@ async fn start_reports_every_server_in_config_order() {
             "error": "command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)",
             "restricted": 0,
             "warnings": [],
-            "auth": "none"
+            "auth": {
+              "kind": "none",
+              "detail": null
+            }
           }
         ]"#]]
     .assert_eq(&serde_json::to_string_pretty(&reports).unwrap());

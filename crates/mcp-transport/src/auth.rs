@@ -255,12 +255,6 @@ pub(crate) fn source_for(
     let Transport::Http(http) = &entry.spec.transport else {
         return Ok(None);
     };
-    let unsupported = || {
-        StartError::Unsupported {
-        what: "`auth` (token strategies)".to_owned(),
-        fix: "remove `auth` and pass a token in `headers`, e.g. \"Authorization\": \"Bearer ${env:TOKEN}\"".to_owned(),
-    }
-    };
     let oauth = |spec: Option<&OAuthSpec>| -> Result<Arc<dyn TokenSource>, StartError> {
         let file = options
             .credentials
@@ -296,9 +290,12 @@ pub(crate) fn source_for(
             oauth(None).map(Some)
         }
         None => Ok(None),
-        Some(AuthSpec::GoogleOAuth { .. }) => Err(unsupported()),
+        Some(AuthSpec::GoogleOAuth { scopes }) => Ok(Some(crate::google::source(scopes, env))),
         // `AuthSpec` is non-exhaustive: a strategy this build does not know.
-        Some(_) => Err(unsupported()),
+        Some(_) => Err(StartError::Unsupported {
+            what: "this `auth` strategy".to_owned(),
+            fix: "remove `auth` and pass a token in `headers`, e.g. \"Authorization\": \"Bearer ${env:TOKEN}\"".to_owned(),
+        }),
     }
 }
 

@@ -4,6 +4,7 @@ mod auth;
 mod child;
 mod elicit;
 mod error;
+mod google;
 mod handler;
 pub mod oauth;
 mod server;

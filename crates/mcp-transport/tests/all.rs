@@ -156,6 +156,7 @@ fn kind(e: &StartError) -> &'static str {
         StartError::ListTools { .. } => "ListTools",
         StartError::InvalidHeader { .. } => "InvalidHeader",
         StartError::Unsupported { .. } => "Unsupported",
+        StartError::Auth(_) => "Auth",
         _ => "unknown",
     }
 }
@@ -416,9 +417,11 @@ async fn each_failing_server_gets_its_own_error_and_the_others_carry_on() {
                     scopes: vec!["openid".to_owned()],
                 }),
             ),
-            kind: "Unsupported",
-            message: "`auth` (token strategies) is not supported by this version of core-agent; remove `auth` and pass a token in `headers`, e.g. \"Authorization\": \"Bearer ${env:TOKEN}\"",
-            prefix: false,
+            // No credentials anywhere, and no metadata server on the
+            // discard port: this server fails, with the advice.
+            kind: "Auth",
+            message: "cannot get a token: no credentials found (GOOGLE_APPLICATION_CREDENTIALS is not set, HOME is not set, and the metadata server at 127.0.0.1:9 gave no token: ",
+            prefix: true,
         },
         Row {
             entry: http(
@@ -457,7 +460,10 @@ async fn each_failing_server_gets_its_own_error_and_the_others_carry_on() {
     let on_ready = |s: &core_agent_mcp_transport::Server| {
         ready.lock().unwrap().push(s.name().to_owned());
     };
-    let given = env(&[("MULTILINE", "abc\ndef")]);
+    let given = env(&[
+        ("MULTILINE", "abc\ndef"),
+        ("GCE_METADATA_HOST", "127.0.0.1:9"),
+    ]);
     let servers = Servers::start(
         &entries,
         &given,
