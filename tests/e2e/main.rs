@@ -21,6 +21,7 @@ mod gate;
 mod gateway_clients;
 mod gateway_load;
 mod lifecycle;
+mod oauth;
 mod policy;
 mod real;
 mod recovery;

@@ -25,12 +25,32 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
 
-/// The client scenarios that must pass.
+/// The client scenarios that must pass: the four non-auth ones, the tier-1
+/// auth set (metadata placements, client ID metadata documents, scope
+/// selection and step-up, token endpoint auth methods, pre-registration) and
+/// the two 2025-03-26 back-compatibility ones. The conformance client logs
+/// in to the auth ones the way `core-agent mcp login` does, headlessly.
 const SCENARIOS: &[&str] = &[
     "initialize",
     "tools_call",
     "elicitation-sep1034-client-defaults",
     "sse-retry",
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-step-up",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/pre-registration",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
 ];
 
 type Result<T> = std::result::Result<T, String>;

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod elicit_form;
+mod login;
 mod serve;
 mod term;
 
@@ -281,6 +282,24 @@ enum McpCommand {
     },
     /// Create `<agents-dir>/mcp.json` with no servers, unless it exists.
     Init,
+    /// Log in to an HTTP server that uses OAuth: open its authorization page
+    /// (or print the URL), receive the redirect on 127.0.0.1, and store the
+    /// credentials in ~/.agents/credentials (mode 0600).
+    Login {
+        /// The server's name.
+        name: String,
+        /// Print the authorization URL instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+        /// Seconds to wait for the authorization.
+        #[arg(long, value_name = "SECONDS", default_value_t = 300.0)]
+        timeout: f64,
+    },
+    /// Remove a server's stored OAuth credentials.
+    Logout {
+        /// The server's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -516,6 +535,25 @@ async fn run(cli: Cli) -> u8 {
             );
         }
         Command::Mcp(McpCommand::Init) => return init(&paths),
+        Command::Mcp(McpCommand::Logout { name }) => return login::logout(name),
+        Command::Mcp(McpCommand::Login {
+            name,
+            no_browser,
+            timeout,
+        }) => {
+            let Some(timeout) = seconds(*timeout) else {
+                eprintln!("core-agent: --timeout takes a positive number of seconds");
+                return USAGE;
+            };
+            let config = match core_agent_mcp_config::load(&paths) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("core-agent: bad config:\n{e}");
+                    return USAGE;
+                }
+            };
+            return login::login(&config, name, *no_browser, timeout).await;
+        }
         Command::Mcp(McpCommand::Doctor {
             cloud,
             offline,
@@ -529,6 +567,7 @@ async fn run(cli: Cli) -> u8 {
             host.start.timeout = start_timeout;
             host.start.elicitor = Arc::new(NoticeDecline);
             host.start.supervisor = supervisor();
+            host.start.credentials = core_agent_mcp_transport::oauth::CredentialsDir::user();
             let doctor_options = DoctorOptions {
                 cloud: *cloud,
                 offline: *offline,
@@ -598,6 +637,11 @@ async fn run(cli: Cli) -> u8 {
         Command::Serve { .. } | Command::Call { batch: Some(_), .. }
     ) {
         options.start.restart = Some(restart_policy());
+    }
+    // An OAuth scope step-up mid-session shows its page to a person at a
+    // terminal; elsewhere the call fails with the login command.
+    if std::io::stderr().is_terminal() && std::io::stdin().is_terminal() {
+        options.start.browser = Some(Arc::new(login::SystemBrowser::interactive()));
     }
     let env = config.dotenv.over_process();
     // Signals are caught from before the first server is spawned until the
@@ -1248,8 +1292,34 @@ fn print_server_config(s: &core_agent_host::ServerConfigReport) {
                 lines.push(("headers", pairs(headers)));
             }
             if let Some(auth) = auth {
-                let scopes = auth.google_oauth.scopes.join(" ");
-                lines.push(("auth", format!("google_oauth (scopes: {scopes})")));
+                if let Some(google) = &auth.google_oauth {
+                    let scopes = google.scopes.join(" ");
+                    lines.push(("auth", format!("google_oauth (scopes: {scopes})")));
+                }
+                if let Some(oauth) = &auth.oauth {
+                    let mut parts = Vec::new();
+                    if !oauth.scopes.is_empty() {
+                        parts.push(format!("scopes: {}", oauth.scopes.join(" ")));
+                    }
+                    if let Some(id) = &oauth.client_id {
+                        parts.push(format!("client_id: {id}"));
+                    }
+                    if let Some(secret) = &oauth.client_secret {
+                        parts.push(format!("client_secret: {secret}"));
+                    }
+                    if let Some(url) = &oauth.client_metadata_url {
+                        parts.push(format!("client_metadata_url: {url}"));
+                    }
+                    if let Some(port) = oauth.callback_port {
+                        parts.push(format!("callback_port: {port}"));
+                    }
+                    let detail = if parts.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", parts.join("; "))
+                    };
+                    lines.push(("auth", format!("oauth{detail}")));
+                }
             }
         }
     }

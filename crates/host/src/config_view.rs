@@ -122,7 +122,26 @@ pub enum ConnectionReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuthReport {
     /// Google Application Default Credentials with these scopes.
-    pub google_oauth: GoogleOAuthReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub google_oauth: Option<GoogleOAuthReport>,
+    /// MCP OAuth 2.1 (`core-agent mcp login`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthReport>,
+}
+
+/// `auth.oauth`; the client secret is never shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OAuthReport {
+    /// Scopes requested (empty: the server's).
+    pub scopes: Vec<String>,
+    /// The pre-registered client, if any.
+    pub client_id: Option<String>,
+    /// `***` when a client secret is configured.
+    pub client_secret: Option<String>,
+    /// The client ID metadata document URL, if any.
+    pub client_metadata_url: Option<String>,
+    /// The loopback port of the login redirect, if fixed.
+    pub callback_port: Option<u16>,
 }
 
 /// `auth.google_oauth`.
@@ -203,9 +222,20 @@ pub fn config_report(config: &Config) -> ConfigReport {
                     headers: masked(&t.headers, &env),
                     auth: t.auth.as_ref().and_then(|a| match a {
                         AuthSpec::GoogleOAuth { scopes } => Some(AuthReport {
-                            google_oauth: GoogleOAuthReport {
+                            google_oauth: Some(GoogleOAuthReport {
                                 scopes: scopes.clone(),
-                            },
+                            }),
+                            oauth: None,
+                        }),
+                        AuthSpec::OAuth(o) => Some(AuthReport {
+                            google_oauth: None,
+                            oauth: Some(OAuthReport {
+                                scopes: o.scopes.clone(),
+                                client_id: o.client_id.clone(),
+                                client_secret: o.client_secret.as_ref().map(|_| "***".to_owned()),
+                                client_metadata_url: o.client_metadata_url.clone(),
+                                callback_port: o.callback_port,
+                            }),
                         }),
                         _ => None,
                     }),

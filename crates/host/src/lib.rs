@@ -17,7 +17,7 @@ mod wrap;
 pub use cap::cap_result;
 pub use config_view::{
     AuthReport, ConfigReport, ConnectionReport, FileReport, GoogleOAuthReport, LeftOutReport,
-    LimitsReport, ServerConfigReport, SettingReport, config_report,
+    LimitsReport, OAuthReport, ServerConfigReport, SettingReport, config_report,
 };
 pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
 pub use error::{Error, Result};

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::position::{Positions, escape_pointer};
 use crate::schema;
-use crate::spec::{AuthSpec, BUILTIN, BuiltinTools, HttpSpec, StdioSpec, Transport};
+use crate::spec::{AuthSpec, BUILTIN, BuiltinTools, HttpSpec, OAuthSpec, StdioSpec, Transport};
 use crate::suggest::closest;
 use crate::{
     Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind, Dialect, DotEnv, Error, LeftOut,
@@ -264,6 +264,22 @@ impl Cx<'_> {
         });
     }
 
+    /// One placeholder string, or `None` (with a problem) when it does not parse.
+    fn template(&mut self, server: &str, pointer: &str, raw: &str) -> Option<Template> {
+        match Template::parse(raw) {
+            Ok(t) => Some(t),
+            Err(message) => {
+                self.push(
+                    Some(server.to_owned()),
+                    pointer,
+                    &message,
+                    "write placeholders as ${NAME}, ${NAME:-default} or ${env:NAME}, and a literal `${` as `$${`",
+                );
+                None
+            }
+        }
+    }
+
     fn templates(
         &mut self,
         server: &str,
@@ -417,11 +433,35 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
                     .unwrap_or_default()
                     .to_owned(),
                 headers: cx.templates(name, &format!("{base}/headers"), value.get("headers")),
-                auth: value
-                    .pointer("/auth/google_oauth/scopes")
-                    .map(|s| AuthSpec::GoogleOAuth {
+                auth: match (
+                    value.pointer("/auth/google_oauth/scopes"),
+                    value.pointer("/auth/oauth"),
+                ) {
+                    (Some(s), _) => Some(AuthSpec::GoogleOAuth {
                         scopes: strings(Some(s)),
                     }),
+                    (None, Some(o)) => Some(AuthSpec::OAuth(OAuthSpec {
+                        scopes: strings(o.get("scopes")),
+                        client_id: o
+                            .get("client_id")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        client_secret: o.get("client_secret").and_then(Value::as_str).and_then(
+                            |raw| {
+                                cx.template(name, &format!("{base}/auth/oauth/client_secret"), raw)
+                            },
+                        ),
+                        client_metadata_url: o
+                            .get("client_metadata_url")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned),
+                        callback_port: o
+                            .get("callback_port")
+                            .and_then(Value::as_u64)
+                            .and_then(|p| u16::try_from(p).ok()),
+                    })),
+                    (None, None) => None,
+                },
             }),
         };
         let cloud = value

@@ -153,6 +153,11 @@ fn translate(
                     "an http server needs `url`, its streamable HTTP endpoint".to_owned(),
                     "add \"url\": \"https://…/mcp\"".to_owned(),
                 ),
+                "client_id" => (
+                    "`client_secret` is set without `client_id`".to_owned(),
+                    "add the `client_id` the secret belongs to, or remove `client_secret`"
+                        .to_owned(),
+                ),
                 "scopes" => (
                     "missing required field `scopes`".to_owned(),
                     "list the OAuth scopes the server documents; there is no default".to_owned(),
@@ -226,6 +231,18 @@ fn translate(
         ValidationErrorKind::MinLength { .. } => one(
             format!("`{leaf}` is empty"),
             format!("give `{leaf}` a value"),
+        ),
+        ValidationErrorKind::Pattern { .. } if leaf == "client_metadata_url" => one(
+            format!("{instance} is not an https:// URL with a path"),
+            "write the HTTPS URL of your client ID metadata document, such as \"https://example.com/client.json\"".to_owned(),
+        ),
+        ValidationErrorKind::MaxProperties { .. } if leaf == "auth" => one(
+            "`auth` names more than one strategy".to_owned(),
+            "keep one of `google_oauth` and `oauth`".to_owned(),
+        ),
+        ValidationErrorKind::Maximum { limit } => one(
+            format!("{instance} is above {limit}"),
+            format!("use a number of at most {limit}"),
         ),
         ValidationErrorKind::MinItems { .. } if leaf == "scopes" => one(
             "`scopes` is empty".to_owned(),
@@ -308,6 +325,7 @@ const MCP_SERVER: &[&str] = &[
     "env",
     "url",
     "headers",
+    "auth",
     "cloud",
     "disabled",
     "timeout",
@@ -356,8 +374,15 @@ fn known_keys(dialect: Dialect, pointer: &str) -> &'static [&'static str] {
         (Dialect::Core, []) => &CORE_TOP,
         (Dialect::Core, ["servers", "builtin"]) => &["tools"],
         (Dialect::Core, ["servers", _]) => CORE_SERVER,
-        (Dialect::Core, ["servers", _, "auth"]) => &["google_oauth"],
-        (Dialect::Core, ["servers", _, "auth", "google_oauth"]) => &["scopes"],
+        (_, ["servers" | "mcpServers", _, "auth"]) => &["google_oauth", "oauth"],
+        (_, ["servers" | "mcpServers", _, "auth", "google_oauth"]) => &["scopes"],
+        (_, ["servers" | "mcpServers", _, "auth", "oauth"]) => &[
+            "scopes",
+            "client_id",
+            "client_secret",
+            "client_metadata_url",
+            "callback_port",
+        ],
         (Dialect::McpServers, []) => MCP_TOP,
         (Dialect::McpServers, ["mcpServers", _]) => MCP_SERVER,
         (Dialect::McpServers, ["auggy"]) => &["servers"],
@@ -418,7 +443,14 @@ fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
                 | "max_concurrent_calls",
             ],
         ) => "a whole number, such as 10",
-        (_, [.., "auth" | "google_oauth" | "auggy" | "toolPolicies"]) => "an object",
+        (_, [.., "callback_port"]) => "a port number, such as 8976",
+        (
+            _,
+            [
+                ..,
+                "auth" | "google_oauth" | "oauth" | "auggy" | "toolPolicies",
+            ],
+        ) => "an object",
         _ => "a string in double quotes",
     }
 }

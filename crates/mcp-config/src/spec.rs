@@ -493,6 +493,28 @@ pub enum AuthSpec {
         /// OAuth 2.0 scopes to request; never empty.
         scopes: Vec<String>,
     },
+    /// `oauth`: MCP OAuth 2.1 (authorization code with PKCE), logged in with
+    /// `core-agent mcp login` and refreshed automatically.
+    OAuth(OAuthSpec),
+}
+
+/// `auth.oauth`: every field is optional; an empty object means "discover
+/// everything from the server".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthSpec {
+    /// Scopes to request; empty means the ones the server advertises (its
+    /// `WWW-Authenticate` challenge, then its protected-resource metadata).
+    pub scopes: Vec<String>,
+    /// A client registered with the authorization server out of band; when
+    /// absent, a client ID metadata document or dynamic registration is used.
+    pub client_id: Option<String>,
+    /// The secret of `client_id`, expanded at login and at start.
+    pub client_secret: Option<Template>,
+    /// HTTPS URL of a client ID metadata document, used as the client ID when
+    /// the authorization server supports them.
+    pub client_metadata_url: Option<String>,
+    /// The loopback port the login redirect comes back to; `None` picks a free one.
+    pub callback_port: Option<u16>,
 }
 
 /// The reserved server name under which the built-in tools' allowlist and

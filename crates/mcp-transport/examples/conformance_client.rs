@@ -6,6 +6,14 @@
 //! lists the tools, calls each tool it knows how to call (accepting
 //! elicitations with the schema's defaults), and shuts down. Exit 0 when
 //! every step worked.
+//!
+//! For the `auth/*` scenarios it first logs in the way `core-agent mcp
+//! login` does ([`oauth::login`], into a temporary credentials directory),
+//! with the [`oauth::Headless`] browser, which follows the harness's
+//! auto-approving `/authorize` redirect; the session then gets its tokens
+//! (and any scope step-up) from the stored credentials. A pre-registered
+//! client comes from `MCP_CONFORMANCE_CONTEXT`; the client ID metadata
+//! document URL is the one the harness expects.
 
 #![allow(clippy::print_stderr)]
 
@@ -14,11 +22,18 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use core_agent_mcp_config::{
-    Dialect, HttpSpec, ProcessEnv, Scope, ServerEntry, ServerSpec, Transport,
+    AuthSpec, Dialect, HttpSpec, OAuthSpec, ProcessEnv, Scope, ServerEntry, ServerSpec, Template,
+    Transport,
 };
 use core_agent_mcp_transport::model::JsonObject;
+use core_agent_mcp_transport::oauth::{
+    self, CredentialsDir, Headless, LoginOptions, OAuthSettings,
+};
 use core_agent_mcp_transport::{AcceptDefaults, Servers, StartOptions, Status};
-use serde_json::json;
+use serde_json::{Value, json};
+
+/// The client ID metadata document URL `auth/basic-cimd` expects.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -27,6 +42,31 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let mut options = StartOptions {
+        elicitor: Arc::new(AcceptDefaults),
+        ..StartOptions::default()
+    };
+    let mut auth = None;
+    // Lives until the end of main: the credentials are removed with it.
+    let mut _credentials = None;
+    if scenario.starts_with("auth/") {
+        let Ok(dir) = tempfile::tempdir() else {
+            eprintln!("{scenario}: cannot create a temporary directory");
+            return ExitCode::FAILURE;
+        };
+        let spec = oauth_spec();
+        let credentials = CredentialsDir::new(dir.path());
+        let file = credentials.file("conformance", &url);
+        let settings = OAuthSettings::from_spec(&spec, &ProcessEnv);
+        if let Err(e) = oauth::login(&file, &settings, &Headless, &LoginOptions::default()).await {
+            eprintln!("{scenario}: login failed: {e}");
+            return ExitCode::FAILURE;
+        }
+        options.credentials = Some(credentials);
+        options.browser = Some(Arc::new(Headless));
+        auth = Some(AuthSpec::OAuth(spec));
+        _credentials = Some(dir);
+    }
     let entry = ServerEntry {
         name: "conformance".into(),
         scope: Scope::Project,
@@ -35,12 +75,8 @@ async fn main() -> ExitCode {
         spec: ServerSpec::new(Transport::Http(HttpSpec {
             url,
             headers: Default::default(),
-            auth: None,
+            auth,
         })),
-    };
-    let options = StartOptions {
-        elicitor: Arc::new(AcceptDefaults),
-        ..StartOptions::default()
     };
     let servers =
         Servers::start(std::slice::from_ref(&entry), &ProcessEnv, &options, &|_| {}).await;
@@ -84,4 +120,22 @@ async fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// `auth.oauth` for the harness: its pre-registered client, if it gives one
+/// in `MCP_CONFORMANCE_CONTEXT`, and the metadata document URL it expects.
+fn oauth_spec() -> OAuthSpec {
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null);
+    let field = |name: &str| context.get(name).and_then(Value::as_str).map(str::to_owned);
+    let mut spec = OAuthSpec {
+        client_id: field("client_id"),
+        client_metadata_url: Some(CLIENT_METADATA_URL.to_owned()),
+        ..OAuthSpec::default()
+    };
+    spec.client_secret =
+        field("client_secret").and_then(|s| Template::parse(&s.replace("${", "$${")).ok());
+    spec
 }

@@ -11,7 +11,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use core_agent_mcp_config::{AuthSpec, Env, ServerEntry, Transport};
+use core_agent_mcp_config::{AuthSpec, Env, OAuthSpec, ServerEntry, Transport};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
@@ -21,6 +21,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpResponseLimits,
 };
 
+use crate::oauth::{OAuthSettings, OAuthTokens};
 use crate::{StartError, StartOptions};
 
 /// An access token: the whole `Authorization` header value and the headers
@@ -169,6 +170,18 @@ pub trait TokenSource: Send + Sync + 'static {
     /// [`TokenSource::token`] fetches a new one.
     fn rejected<'a>(&'a self, token: &'a Token) -> BoxFuture<'a, Result<(), AuthError>>;
 
+    /// The server answered 403 `insufficient_scope` to `token`, with this
+    /// `WWW-Authenticate` value: `Ok(true)` when the source obtained a token
+    /// with more scope (an OAuth step-up) and the request should be sent once
+    /// more. The default cannot, so the 403 reaches the caller.
+    fn insufficient_scope<'a>(
+        &'a self,
+        _token: &'a Token,
+        _challenge: &'a str,
+    ) -> BoxFuture<'a, Result<bool, AuthError>> {
+        Box::pin(std::future::ready(Ok(false)))
+    }
+
     /// What this source is, for `mcp list` and doctor, never a secret:
     /// e.g. `google-adc (service account key /path/key.json)`.
     fn describe(&self) -> String;
@@ -237,12 +250,45 @@ impl fmt::Display for Auth {
 pub(crate) fn source_for(
     entry: &ServerEntry,
     env: &dyn Env,
-    _options: &StartOptions,
+    options: &StartOptions,
 ) -> Result<Option<Arc<dyn TokenSource>>, StartError> {
     let Transport::Http(http) = &entry.spec.transport else {
         return Ok(None);
     };
+    let oauth = |spec: Option<&OAuthSpec>| -> Result<Arc<dyn TokenSource>, StartError> {
+        let file = options
+            .credentials
+            .as_ref()
+            .map(|dir| dir.file(&entry.name, &http.url));
+        match file {
+            Some(file) if file.status().is_logged_in() => {
+                let settings = spec
+                    .map(|s| OAuthSettings::from_spec(s, env))
+                    .unwrap_or_default();
+                Ok(Arc::new(OAuthTokens::new(
+                    &entry.name,
+                    file,
+                    settings,
+                    options.browser.clone(),
+                )))
+            }
+            _ => Err(StartError::Auth(AuthError::LoginNeeded {
+                server: entry.name.clone(),
+                command: format!("core-agent mcp login {}", entry.name),
+            })),
+        }
+    };
     match &http.auth {
+        Some(AuthSpec::OAuth(spec)) => oauth(Some(spec)).map(Some),
+        // No `auth`, but `core-agent mcp login` stored credentials for this
+        // server at this URL: it answered 401 once and was logged in to.
+        None if options
+            .credentials
+            .as_ref()
+            .is_some_and(|dir| dir.file(&entry.name, &http.url).status().is_logged_in()) =>
+        {
+            oauth(None).map(Some)
+        }
         None => Ok(None),
         Some(AuthSpec::GoogleOAuth { scopes }) => Ok(Some(crate::google::source(scopes, env))),
         // `AuthSpec` is non-exhaustive: a strategy this build does not know.
@@ -285,6 +331,20 @@ impl AuthClient {
                 self.source.rejected(&token).await.map_err(auth_failed)?;
                 let fresh = self.source.token().await.map_err(auth_failed)?;
                 send(with_token(&fresh, headers)?).await
+            }
+            Err(StreamableHttpError::InsufficientScope(e)) => {
+                tracing::debug!(source = %self.source.describe(), "the server answered 403 insufficient_scope; one step-up");
+                if self
+                    .source
+                    .insufficient_scope(&token, &e.www_authenticate_header)
+                    .await
+                    .map_err(auth_failed)?
+                {
+                    let fresh = self.source.token().await.map_err(auth_failed)?;
+                    send(with_token(&fresh, headers)?).await
+                } else {
+                    Err(StreamableHttpError::InsufficientScope(e))
+                }
             }
             result => result,
         }

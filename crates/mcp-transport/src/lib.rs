@@ -6,6 +6,7 @@ mod elicit;
 mod error;
 mod google;
 mod handler;
+pub mod oauth;
 mod restart;
 mod server;
 pub mod supervise;

@@ -44,6 +44,14 @@ pub struct StartOptions {
     /// Start a server again when its connection ends (a crash), with
     /// backoff. `None` (the default): it stays down, for one-shot use.
     pub restart: Option<RestartPolicy>,
+    /// Where `core-agent mcp login` keeps OAuth credentials
+    /// ([`CredentialsDir::user`](crate::oauth::CredentialsDir::user) for the
+    /// CLI); `None`: every `auth.oauth` server needs a login.
+    pub credentials: Option<crate::oauth::CredentialsDir>,
+    /// Shows the authorization page of an OAuth scope step-up (a server's 403
+    /// `insufficient_scope` mid-session); `None`: the call fails with the
+    /// login command instead.
+    pub browser: Option<Arc<dyn crate::oauth::Browser>>,
 }
 
 impl fmt::Debug for StartOptions {
@@ -56,6 +64,7 @@ impl fmt::Debug for StartOptions {
             .field("client_version", &self.client_version)
             .field("supervisor", &self.supervisor)
             .field("restart", &self.restart)
+            .field("credentials", &self.credentials)
             .finish_non_exhaustive()
     }
 }
@@ -70,6 +79,8 @@ impl Default for StartOptions {
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
             supervisor: None,
             restart: None,
+            credentials: None,
+            browser: None,
         }
     }
 }
@@ -855,6 +866,13 @@ impl Launch {
                 let is_authorization = |name: &str| name.eq_ignore_ascii_case("authorization");
                 let source = match auth::source_for(entry, env, options) {
                     Ok(source) => source,
+                    Err(e @ StartError::Auth(crate::AuthError::LoginNeeded { .. })) => {
+                        let status = crate::oauth::OAuthStatus::LoginNeeded.describe(&entry.name);
+                        return (
+                            Launch::Unsupported(e),
+                            Auth::Source(format!("oauth ({status})")),
+                        );
+                    }
                     Err(e) => return (Launch::Unsupported(e), Auth::None),
                 };
                 let auth = match &source {
@@ -1122,7 +1140,7 @@ async fn start_stdio(
                     stderr,
                 },
                 (None, HandshakeError::Init(e)) => StartError::Initialize {
-                    message: init_message(&e, None),
+                    message: init_message(&e, None, &entry.name),
                     stdout,
                     stderr,
                 },
@@ -1166,6 +1184,7 @@ async fn start_http(
     let config =
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
     let described = source.as_ref().map(|s| s.describe());
+    let name = handler.server.clone();
     let outcome = match source {
         None => {
             let transport = StreamableHttpClientTransport::from_config(config);
@@ -1207,7 +1226,7 @@ async fn start_http(
         Some(Err(HandshakeError::Init(e))) => match auth::auth_error_in(&e) {
             Some(auth) => Err(StartError::Auth(auth)),
             None => Err(StartError::Initialize {
-                message: init_message(&e, described.as_deref()),
+                message: init_message(&e, described.as_deref(), &name),
                 stdout: None,
                 stderr: Vec::new(),
             }),
@@ -1231,7 +1250,7 @@ enum HandshakeError {
 /// The initialize error in words a person can act on: the HTTP status and
 /// `WWW-Authenticate` challenge, or the innermost cause of a connection
 /// failure, rather than rmcp's type names.
-fn init_message(e: &ClientInitializeError, source: Option<&str>) -> String {
+fn init_message(e: &ClientInitializeError, source: Option<&str>, server: &str) -> String {
     if let (Some(challenge), Some(source)) = (e.auth_challenge(), source) {
         return format!(
             "the server refused the token from {source} (HTTP 401, WWW-Authenticate: {challenge}), also after a fresh one; check that these credentials may use this server (scopes, roles)"
@@ -1239,7 +1258,7 @@ fn init_message(e: &ClientInitializeError, source: Option<&str>) -> String {
     }
     if let Some(challenge) = e.auth_challenge() {
         return format!(
-            "the server requires authorization (HTTP 401, WWW-Authenticate: {challenge}); add a token to `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\""
+            "the server requires authorization (HTTP 401, WWW-Authenticate: {challenge}); if it supports OAuth, log in with `core-agent mcp login {server}`, else add a token to `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\""
         );
     }
     let text = e.to_string();

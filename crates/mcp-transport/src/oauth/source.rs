@@ -1,0 +1,192 @@
+//! The token source of a logged-in server.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, OAuthClientConfig, WWWAuthenticateParams,
+};
+
+use super::login::{Browser, Callback, authorize, discover, exchange, new_manager};
+use super::store::{FileStore, access_token};
+use super::{CredentialFile, OAuthError, OAuthSettings};
+
+/// Access tokens for one server from its credentials file, refreshed by
+/// rmcp before they expire and when the server rejects one.
+///
+/// A refresh token the authorization server rejects drops the stored
+/// tokens and yields [`OAuthError::LoginNeeded`] from then on: never a
+/// loop of refreshes.
+pub struct OAuthSource {
+    server: String,
+    file: CredentialFile,
+    manager: AuthorizationManager,
+    browser: Option<Arc<dyn Browser>>,
+    redirect_uri: Option<String>,
+    /// Scopes a step-up already asked for: a server that demands one of
+    /// them again gets no second authorization.
+    stepped_up: tokio::sync::Mutex<Vec<String>>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for OAuthSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthSource")
+            .field("server", &self.server)
+            .field("file", &self.file.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl OAuthSource {
+    /// Opens the credentials of `server` in `file`; [`OAuthError::LoginNeeded`]
+    /// when there are none (the server is then left out with the login
+    /// command). Rediscovers the authorization server, so tokens issued by
+    /// another one are discarded. `browser`, when given, is used for a scope
+    /// step-up the server asks for mid-session.
+    pub async fn open(
+        server: &str,
+        file: CredentialFile,
+        settings: &OAuthSettings,
+        browser: Option<Arc<dyn Browser>>,
+    ) -> Result<Self, OAuthError> {
+        let login_needed = |reason: Option<String>| OAuthError::LoginNeeded {
+            server: server.to_owned(),
+            reason,
+        };
+        if !file.status().is_logged_in() {
+            return Err(login_needed(None));
+        }
+        let contents = file.read()?.ok_or_else(|| login_needed(None))?;
+        let mut manager = new_manager(&file, FileStore::new(file.clone())).await?;
+        let metadata = discover(&manager, file.url(), None).await?;
+        manager.set_metadata(metadata);
+        let found = manager
+            .initialize_from_store()
+            .await
+            .map_err(|e| OAuthError::flow(&e))?;
+        if !found {
+            return Err(login_needed(Some(
+                "the server's authorization server changed".to_owned(),
+            )));
+        }
+        let client = contents.client.clone();
+        let redirect_uri = client.as_ref().and_then(|c| c.redirect_uri.clone());
+        let secret = settings
+            .client_secret
+            .clone()
+            .or_else(|| client.as_ref().and_then(|c| c.client_secret.clone()));
+        if let Some(client) = &client {
+            // rmcp restores only the client ID; a confidential client needs
+            // its secret to refresh, and a step-up its redirect URI.
+            let mut config = OAuthClientConfig::new(
+                client.client_id.clone(),
+                redirect_uri
+                    .clone()
+                    .unwrap_or_else(|| file.url().to_owned()),
+            );
+            if let Some(secret) = secret {
+                config = config.with_client_secret(secret);
+            }
+            manager
+                .configure_client(config)
+                .map_err(|e| OAuthError::flow(&e))?;
+        }
+        Ok(OAuthSource {
+            server: server.to_owned(),
+            file,
+            manager,
+            browser,
+            redirect_uri,
+            stepped_up: tokio::sync::Mutex::new(Vec::new()),
+            timeout: Duration::from_secs(300),
+        })
+    }
+
+    /// The server.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// A current access token: the stored one, or a refreshed one when it
+    /// is about to expire.
+    pub async fn access_token(&self) -> Result<String, OAuthError> {
+        self.manager
+            .get_access_token()
+            .await
+            .map_err(|e| self.map(&e))
+    }
+
+    /// The server answered 401 to `token`: refresh, unless the stored token
+    /// already differs (another request or process refreshed first).
+    pub async fn rejected(&self, token: &str) -> Result<(), OAuthError> {
+        let current = self
+            .file
+            .read()?
+            .and_then(|c| c.credentials)
+            .and_then(|c| access_token(&c));
+        match current {
+            None => {
+                return Err(OAuthError::LoginNeeded {
+                    server: self.server.clone(),
+                    reason: None,
+                });
+            }
+            Some(current) if current != token => return Ok(()),
+            Some(_) => {}
+        }
+        self.manager
+            .refresh_token()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.map(&e))
+    }
+
+    /// The server answered 403 `insufficient_scope` with `challenge`: one
+    /// new authorization for the union of the granted and the demanded
+    /// scopes, through the browser. A scope demanded again after that is
+    /// [`OAuthError::ScopeRefused`].
+    pub async fn step_up(&self, challenge: &str) -> Result<(), OAuthError> {
+        let base = url::Url::parse(self.file.url()).map_err(|e| OAuthError::Flow(e.to_string()))?;
+        let params = WWWAuthenticateParams::parse(challenge, &base);
+        let scope = params.scope.unwrap_or_default();
+        let mut asked = self.stepped_up.lock().await;
+        let demanded: Vec<&str> = scope.split_whitespace().collect();
+        if demanded.iter().all(|s| asked.iter().any(|a| a == s)) {
+            return Err(OAuthError::ScopeRefused { scope });
+        }
+        let Some(browser) = &self.browser else {
+            return Err(OAuthError::LoginNeeded {
+                server: self.server.clone(),
+                reason: Some(format!("the server needs scope `{scope}`")),
+            });
+        };
+        let port = self
+            .redirect_uri
+            .as_deref()
+            .and_then(|u| url::Url::parse(u).ok())
+            .and_then(|u| u.port());
+        let callback = Callback::bind(port).await?;
+        self.manager.reset_scope_upgrade_attempts().await;
+        let url = self
+            .manager
+            .request_scope_upgrade(&scope)
+            .await
+            .map_err(|e| OAuthError::flow(&e))?;
+        asked.extend(demanded.iter().map(|s| (*s).to_owned()));
+        let redirected = authorize(&callback, browser.as_ref(), &url, self.timeout).await?;
+        exchange(&self.manager, &self.file, &redirected).await
+    }
+
+    fn map(&self, e: &AuthError) -> OAuthError {
+        match e {
+            AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_) => {
+                OAuthError::LoginNeeded {
+                    server: self.server.clone(),
+                    reason: Some("the stored authorization expired or was revoked".to_owned()),
+                }
+            }
+            other => OAuthError::flow(other),
+        }
+    }
+}
