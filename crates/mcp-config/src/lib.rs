@@ -23,8 +23,8 @@ pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
 pub use spec::{
     AuthSpec, Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind, Dialect, HttpSpec,
-    LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, Scope, ServerEntry, ServerSpec,
-    Setting, StdioSpec, Transport, TrustLevel,
+    LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, PinMode, Scope, ServerEntry,
+    ServerSpec, Setting, StdioSpec, Transport, TrustLevel,
 };
 pub use suggest::closest;
 pub use template::{Expanded, Template};

@@ -201,7 +201,21 @@ fn translate(
                 ("transport", "streamable-http" | "streamableHttp" | "streamable_http") => {
                     "use \"http\", which is streamable HTTP".to_owned()
                 }
-                _ => format!("use one of {}", options_list(options)),
+                _ => {
+                    let names: Vec<&str> = options
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    match closest(value, &names) {
+                        Some(name) => format!(
+                            "did you mean \"{name}\"? use one of {}",
+                            options_list(options)
+                        ),
+                        None => format!("use one of {}", options_list(options)),
+                    }
+                }
             };
             one(format!("unsupported value {instance} in `{leaf}`"), fix)
         }
@@ -292,6 +306,7 @@ const CORE_SERVER: &[&str] = &[
     "agentic_never",
     "tool_notes",
     "cloud",
+    "pin",
     "limits",
 ];
 const MCP_TOP: &[&str] = &["$schema", "mcpServers", "auggy", "limits"];
@@ -306,6 +321,7 @@ const MCP_SERVER: &[&str] = &[
     "url",
     "headers",
     "cloud",
+    "pin",
     "disabled",
     "timeout",
     "transportType",
@@ -334,6 +350,7 @@ const POLICY: &[&str] = &[
     "allowedTrustLevels",
     "toolPolicies",
     "cloud",
+    "pin",
     "limits",
 ];
 
