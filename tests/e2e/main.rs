@@ -20,6 +20,7 @@ mod gate;
 mod gateway_clients;
 mod gateway_load;
 mod lifecycle;
+mod pin;
 mod policy;
 mod real;
 mod survey;
