@@ -153,6 +153,13 @@ fn strict_quarantines_a_changed_tool_until_trusted_in_the_mcp_servers_dialect() 
     let run = p.run(&["tools", "--json"]);
     assert_eq!(server_tools(&run), Vec::<String>::new());
     assert!(
+        run.stderr.contains(
+            "core-agent: mcp: fx (stdio): 0 tools (1 left out by the pin (mcp.lock)) in "
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(
         run.stderr
             .contains(&format!("core-agent: mcp: {quarantined}\n")),
         "{}",

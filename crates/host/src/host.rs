@@ -284,7 +284,7 @@ impl Host {
     ) -> Host {
         let entries = &config.servers;
         let ready = |server: &Server| {
-            let catalog = summary_of(entries, server);
+            let catalog = summary_of(entries, server, config.lock.as_deref());
             on_ready(
                 server,
                 catalog.as_ref().and_then(|c| c.summary(server.name())),
@@ -328,8 +328,9 @@ impl Host {
         let entries = Arc::new(config.servers.clone());
         let ready: core_agent_mcp_transport::OnReady = {
             let entries = entries.clone();
+            let lock = config.lock.clone();
             Arc::new(move |server: &Server| {
-                let catalog = summary_of(&entries, server);
+                let catalog = summary_of(&entries, server, lock.as_deref());
                 on_ready(
                     server,
                     catalog.as_ref().and_then(|c| c.summary(server.name())),
@@ -1466,18 +1467,36 @@ pub(crate) fn left_out_status(reason: &LeftOutReason) -> &'static str {
     }
 }
 
-/// The one-server catalog of a server that connected, for its ready line.
-fn summary_of(entries: &[ServerEntry], server: &Server) -> Option<Catalog> {
+/// The one-server catalog of a server that connected, for its ready line:
+/// checked against the pins in `lock` (read only; the catalog build that
+/// follows pins what is new), so a quarantined tool is not counted.
+fn summary_of(
+    entries: &[ServerEntry],
+    server: &Server,
+    lock: Option<&std::path::Path>,
+) -> Option<Catalog> {
     if server.status() != Status::Connected {
         return None;
     }
     let entry = entries.iter().find(|e| e.name == server.name())?;
-    let tools: Vec<DiscoveredTool> = server.tools().iter().map(discovered).collect();
-    Some(Catalog::build([ServerTools {
-        name: server.name(),
-        spec: &entry.spec,
-        tools: &tools,
-    }]))
+    let listed = server.tools();
+    let tools: Vec<DiscoveredTool> = listed.iter().map(discovered).collect();
+    let verdicts = match lock {
+        Some(path) if entry.spec.pin != core_agent_mcp_config::PinMode::Off => {
+            let definitions: Vec<_> = listed.iter().map(crate::pin::definition).collect();
+            crate::pin::peek(path, server.name(), &definitions)
+        }
+        _ => Default::default(),
+    };
+    Some(Catalog::build_pinned(
+        [ServerTools {
+            name: server.name(),
+            spec: &entry.spec,
+            tools: &tools,
+        }],
+        &[],
+        &verdicts,
+    ))
 }
 
 fn discovered(tool: &Tool) -> DiscoveredTool {

@@ -105,6 +105,22 @@ pub(crate) fn check(path: &Path, listed: &[Listed<'_>]) -> (Verdicts, Option<Str
     (verdicts, problem)
 }
 
+/// The verdicts of `server`'s `tools` against the lock at `path`, without
+/// pinning or writing anything (`Unverified` when it cannot be read).
+pub(crate) fn peek(path: &Path, server: &str, tools: &[ToolDefinition]) -> Verdicts {
+    let lock = read(path).ok();
+    let of_server = tools
+        .iter()
+        .map(|t| {
+            let verdict = lock
+                .as_ref()
+                .map_or(Verdict::Unverified, |lock| lock.check(server, t));
+            (t.name.clone(), verdict)
+        })
+        .collect();
+    [(server.to_owned(), of_server)].into_iter().collect()
+}
+
 /// What `trust` did to one tool's pin.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Trusted {
