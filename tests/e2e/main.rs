@@ -22,6 +22,7 @@ mod gateway_clients;
 mod gateway_load;
 mod lifecycle;
 mod oauth;
+mod pin;
 mod policy;
 mod real;
 mod recovery;

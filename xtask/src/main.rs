@@ -3,7 +3,8 @@
 //! - `deps`: install what the end-to-end tests need into `target/test-deps`
 //!   (pinned npm servers, Node 22, the conformance suite, a Python venv with
 //!   the `mcp` SDK); a second run is a no-op.
-//! - `test`: `deps`, then `cargo test --workspace`, then `conformance`.
+//! - `test`: `deps`, then `cargo test --workspace`, then `conformance`, then
+//!   `fuzz all --seconds 25` (seven targets, about three minutes).
 //! - `conformance`: the official MCP client conformance scenarios against
 //!   `crates/mcp-transport/examples/conformance_client.rs`.
 //! - `ci`: `test`, then clippy with `-D warnings` and `cargo fmt --check`.
@@ -16,8 +17,10 @@
 //!   HTTP sessions × 50 calls; the survey tools' times beside `rg` (or
 //!   `grep -r`) and `find` on the same generated tree (`SURVEY_BENCH_FILES`
 //!   files of ~10 KB, default 5,000).
-//! - `fuzz digest [--seconds N]`: the pruner's mutation fuzzer (std only, so
-//!   it runs on the stable toolchain), for N seconds (default 60).
+//! - `fuzz <target|all> [--seconds N] [--seed S]`: the mutation fuzzers of
+//!   `fuzz/` (std only, so they run on the stable toolchain): one target, or
+//!   every target one after the other, for N seconds each (default 60).
+//!   Targets: digest, config, dotenv, template, pattern, pointer, lock.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -65,7 +68,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <deps|test|conformance|ci|bench [digest|host|gateway|survey]|fuzz digest [--seconds N]> [-- cargo test args]"
+            "usage: cargo xtask <deps|test|conformance|ci|bench [digest|host|gateway|survey]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
                 .to_owned(),
         ),
     };
@@ -236,8 +239,17 @@ fn test(extra: &[String]) -> Result<()> {
         .args(extra)
         .env("CORE_AGENT_TEST_DEPS", &dir);
     run(cmd, "cargo test")?;
-    conformance()
+    conformance()?;
+    fuzz(&[
+        "all".to_owned(),
+        "--seconds".to_owned(),
+        CI_FUZZ_SECONDS.to_owned(),
+    ])
 }
+
+/// Seconds per fuzz target in `cargo xtask test`: seven targets, about
+/// three minutes in all.
+const CI_FUZZ_SECONDS: &str = "25";
 
 fn conformance() -> Result<()> {
     let dir = deps()?;
@@ -836,32 +848,18 @@ fn bench_survey() -> Result<()> {
     Ok(())
 }
 
-/// Runs the pruner's fuzzer for a while.
+/// Runs a fuzz target (or `all` of them, one after the other) for a while:
+/// `fuzz/`'s runner in the dev profile, so overflow checks and debug
+/// assertions are on.
 fn fuzz(args: &[String]) -> Result<()> {
-    let mut seconds = "60".to_owned();
-    let mut target = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--seconds" => seconds = it.next().cloned().ok_or("--seconds needs a number")?,
-            other if target.is_none() => target = Some(other.to_owned()),
-            other => return Err(format!("unexpected argument `{other}`")),
-        }
-    }
-    if target.as_deref().unwrap_or("digest") != "digest" {
-        return Err("the only fuzz target is `digest`".to_owned());
+    if args.is_empty() {
+        return Err(
+            "usage: cargo xtask fuzz <digest|config|dotenv|template|pattern|pointer|lock|all> [--seconds N] [--seed S]"
+                .to_owned(),
+        );
     }
     let mut cmd = cargo();
-    cmd.args([
-        "run",
-        "--release",
-        "--quiet",
-        "-p",
-        "core-agent-digest",
-        "--example",
-        "fuzz_prune",
-        "--",
-        &seconds,
-    ]);
-    run(cmd, "the digest fuzzer")
+    cmd.args(["run", "--quiet", "-p", "core-agent-fuzz", "--"])
+        .args(args);
+    run(cmd, "the fuzzer")
 }

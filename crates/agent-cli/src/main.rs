@@ -300,6 +300,17 @@ enum McpCommand {
         /// The server's name.
         name: String,
     },
+    /// Accept a server's tool definitions as they are now into `<agents-dir>/mcp.lock`:
+    /// one tool, or every tool it lists (pins of tools it no longer lists are dropped).
+    Trust {
+        /// The server.
+        server: String,
+        /// Only this tool (the server's own name for it).
+        tool: Option<String>,
+        /// Print a JSON array of {tool, status, change}; status is new, changed, unchanged or removed.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -686,6 +697,18 @@ async fn run(cli: Cli) -> u8 {
         let code = serve::serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
         host.shutdown().await;
         return code;
+    }
+    if let Command::Mcp(McpCommand::Trust { server, tool, json }) = &cli.command {
+        return trust(
+            &config,
+            &env,
+            options,
+            server,
+            tool.as_deref(),
+            *json,
+            &mut stop,
+        )
+        .await;
     }
     // A call waits only for the servers its tools can belong to; listings
     // wait for every server. A call reports a server's start only when it
@@ -1112,6 +1135,66 @@ fn usage(db: Option<&Path>, session: Option<&str>, json: bool) -> u8 {
         s.subagent_input_tokens,
         s.subagent_output_tokens,
         s.subagent_cost_usd
+    );
+    0
+}
+
+/// `mcp trust`: starts only `server`, pins what it lists now (one tool or
+/// all) and says what changed.
+async fn trust(
+    config: &core_agent_mcp_config::Config,
+    env: &dyn core_agent_mcp_config::Env,
+    options: HostOptions,
+    server: &str,
+    tool: Option<&str>,
+    json: bool,
+    stop: &mut StopSignals,
+) -> u8 {
+    if config.server(server).is_none() {
+        let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+        let hint = match core_agent_mcp_config::closest(server, &names) {
+            Some(n) => format!("did you mean `{n}`?"),
+            None => "run `core-agent mcp list` to see the configured servers".to_owned(),
+        };
+        eprintln!("core-agent: no server named `{server}`; {hint}");
+        return USAGE;
+    }
+    let Some(lock) = config.lock.clone() else {
+        eprintln!("core-agent: this config has no mcp.lock");
+        return USAGE;
+    };
+    let mut only = config.clone();
+    only.servers.retain(|s| s.name == server);
+    let host = tokio::select! {
+        host = Host::start(&only, env, options, &report_ready) => host,
+        signal = stop.next() => {
+            eprintln!("core-agent: {signal} while starting: stopped the servers");
+            return 130;
+        }
+    };
+    let result = host.trust(server, tool);
+    host.shutdown().await;
+    let report = match result {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("core-agent: mcp trust: {}", clean(&e.to_string()));
+            return FAILED;
+        }
+    };
+    if json {
+        print_json(&report);
+        return 0;
+    }
+    for t in &report {
+        match &t.change {
+            Some(change) => outln!("{server}/{}: {} ({})", t.tool, t.status, clean(change)),
+            None => outln!("{server}/{}: {}", t.tool, t.status),
+        }
+    }
+    let pinned = report.iter().filter(|t| t.status != "removed").count();
+    outln!(
+        "pinned {pinned} tool(s) of `{server}` in {}",
+        lock.display()
     );
     0
 }

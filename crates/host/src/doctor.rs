@@ -181,6 +181,16 @@ pub async fn doctor(
                         });
                     }
                 }
+                if let Some(problem) = host.pin_problem() {
+                    findings.push(Finding {
+                        severity: Severity::Warning,
+                        check: "pin-lock",
+                        server: None,
+                        field: None,
+                        message: problem,
+                        fix: "tool definitions are not checked until mcp.lock can be read and written".to_owned(),
+                    });
+                }
                 for w in catalog.warnings() {
                     let fix = match w.kind() {
                         "name-collision" | "name-shortened" => {
@@ -191,6 +201,12 @@ pub async fn doctor(
                         }
                         "reserved-name" => {
                             "nothing breaks: the built-in keeps its name; rename the server to publish the tool under a plain name"
+                        }
+                        "tool-changed" | "tool-quarantined" => {
+                            "compare the change with what the tool should do; if it is expected, run the `core-agent mcp trust` command named above"
+                        }
+                        "pin-unverified" => {
+                            "fix or delete mcp.lock, then run `core-agent mcp trust`"
                         }
                         _ => "fix the names in mcp.json; the exposed names are listed",
                     };

@@ -52,6 +52,12 @@ pub enum Error {
         /// The limit that was hit.
         after: std::time::Duration,
     },
+    /// `trust` could not pin a server's tools.
+    #[error("{message}")]
+    Pin {
+        /// What went wrong, and what to do.
+        message: String,
+    },
     /// The call could not be made or did not finish.
     #[error(transparent)]
     Call(#[from] core_agent_mcp_transport::Error),

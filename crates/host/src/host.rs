@@ -180,8 +180,17 @@ pub struct Host {
     survey: Option<Arc<core_agent_survey::Survey>>,
     /// Why the survey tools are off although asked for (a root that cannot be used).
     survey_warning: Option<String>,
-    /// The catalog, its routes, and the tools version they were built from.
+    /// The catalog, its routes, and the key (tools version plus pin epoch)
+    /// they were built from.
     published: Mutex<(u64, Arc<Published>)>,
+    /// `mcp.lock`, where tool definitions are pinned (`None`: no pinning).
+    lock: Option<std::path::PathBuf>,
+    /// Bumped when `trust` rewrites pins, so the catalog is rebuilt.
+    pin_epoch: std::sync::atomic::AtomicU64,
+    /// Held while the lock is read, checked and written.
+    pin_io: Mutex<()>,
+    /// Why the lock could not be read or written at the last check.
+    pin_problem: Mutex<Option<String>>,
 }
 
 /// One caller of a shared [`Host`]: its trust level, its permission gate
@@ -328,7 +337,7 @@ impl Host {
     ) -> Host {
         let entries = &config.servers;
         let ready = |server: &Server| {
-            let catalog = summary_of(entries, server);
+            let catalog = summary_of(entries, server, config.lock.as_deref());
             on_ready(
                 server,
                 catalog.as_ref().and_then(|c| c.summary(server.name())),
@@ -345,8 +354,12 @@ impl Host {
             survey,
             survey_warning,
             published: Mutex::new((0, Arc::new(Published::default()))),
+            lock: config.lock.clone(),
+            pin_epoch: Default::default(),
+            pin_io: Mutex::new(()),
+            pin_problem: Mutex::new(None),
         };
-        let built = (host.servers.tools_version(), Arc::new(host.publish()));
+        let built = (host.catalog_key(), Arc::new(host.publish()));
         host.published = Mutex::new(built);
         host
     }
@@ -368,8 +381,9 @@ impl Host {
         let entries = Arc::new(config.servers.clone());
         let ready: core_agent_mcp_transport::OnReady = {
             let entries = entries.clone();
+            let lock = config.lock.clone();
             Arc::new(move |server: &Server| {
-                let catalog = summary_of(&entries, server);
+                let catalog = summary_of(&entries, server, lock.as_deref());
                 on_ready(
                     server,
                     catalog.as_ref().and_then(|c| c.summary(server.name())),
@@ -387,6 +401,10 @@ impl Host {
             survey,
             survey_warning,
             published: Mutex::new((0, Arc::new(Published::default()))),
+            lock: config.lock.clone(),
+            pin_epoch: Default::default(),
+            pin_io: Mutex::new(()),
+            pin_problem: Mutex::new(None),
         }
     }
 
@@ -500,7 +518,7 @@ impl Host {
 
     /// The catalog with each tool's route, rebuilt only when the tools changed.
     fn published(&self) -> Arc<Published> {
-        let version = self.servers.tools_version();
+        let version = self.catalog_key();
         if let Ok(cached) = self.published.lock()
             && cached.0 == version
         {
@@ -513,6 +531,14 @@ impl Host {
             *cached = (version, built.clone());
         }
         built
+    }
+
+    /// What the catalog is built from: the tools version plus the pin epoch
+    /// (both only grow, so equal sums mean equal inputs).
+    fn catalog_key(&self) -> u64 {
+        self.servers
+            .tools_version()
+            .wrapping_add(self.pin_epoch.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Builds the catalog and computes, once per tool, what dispatch needs.
@@ -547,14 +573,100 @@ impl Host {
                 Some((s, entry, s.tools().iter().map(discovered).collect()))
             })
             .collect();
-        Catalog::build_reserving(
+        let verdicts = self.pin_verdicts(&discovered);
+        Catalog::build_pinned(
             discovered.iter().map(|(s, e, tools)| ServerTools {
                 name: s.name(),
                 spec: &e.spec,
                 tools,
             }),
             &BUILTINS,
+            &verdicts,
         )
+    }
+
+    /// Checks the connected servers' tools against `mcp.lock` and pins the
+    /// new ones (see [`crate::pin`]); no lock path, no verdicts.
+    fn pin_verdicts(
+        &self,
+        discovered: &[(&Server, &ServerEntry, Vec<DiscoveredTool>)],
+    ) -> core_agent_mcp_policy::Verdicts {
+        let Some(path) = &self.lock else {
+            return Default::default();
+        };
+        let listed: Vec<crate::pin::Listed<'_>> = discovered
+            .iter()
+            .map(|(s, e, _)| crate::pin::Listed {
+                server: s.name(),
+                mode: e.spec.pin,
+                tools: if e.spec.pin == core_agent_mcp_config::PinMode::Off {
+                    Vec::new()
+                } else {
+                    s.tools().iter().map(crate::pin::definition).collect()
+                },
+            })
+            .collect();
+        let _io = self.pin_io.lock();
+        let (verdicts, problem) = crate::pin::check(path, &listed);
+        if let Ok(mut slot) = self.pin_problem.lock() {
+            *slot = problem;
+        }
+        verdicts
+    }
+
+    /// Why `mcp.lock` could not be read or written when the catalog was
+    /// last built (`None` when it could, or nothing is pinned).
+    pub fn pin_problem(&self) -> Option<String> {
+        let _ = self.catalog();
+        self.pin_problem.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// Accepts the definitions `server` lists now into `mcp.lock`: of its
+    /// tool `tool` only, or of every tool it lists (dropping the pins of
+    /// tools it no longer lists). The catalog is rebuilt with the new pins,
+    /// so a tool quarantined under `pin: "strict"` is published again.
+    pub fn trust(&self, server: &str, tool: Option<&str>) -> Result<Vec<crate::Trusted>> {
+        let pin_error = |message: String| Error::Pin { message };
+        let Some(path) = &self.lock else {
+            return Err(pin_error(
+                "this host pins nothing (its config names no mcp.lock)".to_owned(),
+            ));
+        };
+        let Some(s) = self.servers.get(server) else {
+            let names: Vec<&str> = self.servers.iter().map(Server::name).collect();
+            let hint = match core_agent_mcp_config::closest(server, &names) {
+                Some(n) => format!("did you mean `{n}`?"),
+                None => format!("the configured servers are: {}", names.join(", ")),
+            };
+            return Err(pin_error(format!("no server named `{server}`; {hint}")));
+        };
+        if s.status() != Status::Connected {
+            let why = s.error().map(ToString::to_string).unwrap_or_default();
+            return Err(pin_error(format!(
+                "server `{server}` did not start, so its tools cannot be read: {why}"
+            )));
+        }
+        let tools: Vec<core_agent_mcp_policy::ToolDefinition> =
+            s.tools().iter().map(crate::pin::definition).collect();
+        if let Some(tool) = tool
+            && !tools.iter().any(|t| t.name == tool)
+        {
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+            let hint = match core_agent_mcp_config::closest(tool, &names) {
+                Some(n) => format!("did you mean `{n}`?"),
+                None => format!("it lists: {}", names.join(", ")),
+            };
+            return Err(pin_error(format!(
+                "server `{server}` lists no tool `{tool}`; {hint}"
+            )));
+        }
+        let report = {
+            let _io = self.pin_io.lock();
+            crate::pin::trust(path, server, &tools, tool).map_err(pin_error)?
+        };
+        self.pin_epoch
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(report)
     }
 
     /// The servers the config names but that were not started (disabled,
@@ -654,6 +766,9 @@ impl Host {
             .chain(self.left_out.iter().map(|l| format!("mcp: {l}")))
             .chain(self.survey_warning.iter().map(|w| format!("survey: {w}")))
             .collect();
+        if let Some(problem) = self.pin_problem.lock().ok().and_then(|p| p.clone()) {
+            out.push(format!("pin: {problem}"));
+        }
         out.extend(catalog.warnings().iter().map(|w| format!("mcp: {w}")));
         out.extend(
             self.servers
@@ -1454,18 +1569,36 @@ pub(crate) fn left_out_status(reason: &LeftOutReason) -> &'static str {
     }
 }
 
-/// The one-server catalog of a server that connected, for its ready line.
-fn summary_of(entries: &[ServerEntry], server: &Server) -> Option<Catalog> {
+/// The one-server catalog of a server that connected, for its ready line:
+/// checked against the pins in `lock` (read only; the catalog build that
+/// follows pins what is new), so a quarantined tool is not counted.
+fn summary_of(
+    entries: &[ServerEntry],
+    server: &Server,
+    lock: Option<&std::path::Path>,
+) -> Option<Catalog> {
     if server.status() != Status::Connected {
         return None;
     }
     let entry = entries.iter().find(|e| e.name == server.name())?;
-    let tools: Vec<DiscoveredTool> = server.tools().iter().map(discovered).collect();
-    Some(Catalog::build([ServerTools {
-        name: server.name(),
-        spec: &entry.spec,
-        tools: &tools,
-    }]))
+    let listed = server.tools();
+    let tools: Vec<DiscoveredTool> = listed.iter().map(discovered).collect();
+    let verdicts = match lock {
+        Some(path) if entry.spec.pin != core_agent_mcp_config::PinMode::Off => {
+            let definitions: Vec<_> = listed.iter().map(crate::pin::definition).collect();
+            crate::pin::peek(path, server.name(), &definitions)
+        }
+        _ => Default::default(),
+    };
+    Some(Catalog::build_pinned(
+        [ServerTools {
+            name: server.name(),
+            spec: &entry.spec,
+            tools: &tools,
+        }],
+        &[],
+        &verdicts,
+    ))
 }
 
 fn discovered(tool: &Tool) -> DiscoveredTool {

@@ -9,6 +9,7 @@ mod doctor;
 mod error;
 mod host;
 mod llm;
+mod pin;
 mod setup;
 mod text;
 mod wire;
@@ -26,6 +27,7 @@ pub use host::{
     ServerReport, Session, SessionOptions, SurveyOptions, ToolReport,
 };
 pub use llm::OpenAiSummarizer;
+pub use pin::Trusted;
 pub use setup::{HostConfig, Overrides, load_permissions, permission_files, project_root};
 pub use text::terminal_safe;
 pub use wire::{BatchLine, OutcomeLine, UsageReport};

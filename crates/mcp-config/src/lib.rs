@@ -23,8 +23,8 @@ pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
 pub use spec::{
     AuthSpec, BUILTIN, BuiltinTools, Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind,
-    Dialect, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, OAuthSpec, Scope,
-    ServerEntry, ServerSpec, Setting, StdioSpec, Transport, TrustLevel,
+    Dialect, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, OAuthSpec, PinMode,
+    Scope, ServerEntry, ServerSpec, Setting, StdioSpec, Transport, TrustLevel,
 };
 pub use suggest::closest;
 pub use template::{Expanded, Template};

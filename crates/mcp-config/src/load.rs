@@ -9,7 +9,8 @@ use crate::spec::{AuthSpec, BUILTIN, BuiltinTools, HttpSpec, OAuthSpec, StdioSpe
 use crate::suggest::closest;
 use crate::{
     Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind, Dialect, DotEnv, Error, LeftOut,
-    LeftOutReason, Limits, Problem, Result, Scope, ServerEntry, ServerSpec, Template, TrustLevel,
+    LeftOutReason, Limits, PinMode, Problem, Result, Scope, ServerEntry, ServerSpec, Template,
+    TrustLevel,
 };
 
 /// Which files to read.
@@ -57,6 +58,12 @@ impl ConfigPaths {
             user: None,
             dotenv: None,
         }
+    }
+
+    /// `<agentsDir>/mcp.lock`: the tool definitions pinned per server, next
+    /// to the project's `mcp.json`.
+    pub fn lock(&self) -> PathBuf {
+        self.project.with_file_name("mcp.lock")
     }
 
     /// The config files, highest precedence first, with their scopes.
@@ -117,6 +124,7 @@ pub fn load(paths: &ConfigPaths) -> Result<Config> {
     if let Some(dotenv) = &paths.dotenv {
         config.dotenv = DotEnv::load(dotenv)?;
     }
+    config.lock = Some(paths.lock());
     if !problems.is_empty() {
         return Err(Error::Invalid { problems });
     }
@@ -555,6 +563,12 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
                         .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned()))
                         .collect()
                 })
+                .unwrap_or_default(),
+            pin: value
+                .get("pin")
+                .or_else(|| policy.get("pin"))
+                .and_then(Value::as_str)
+                .and_then(PinMode::parse)
                 .unwrap_or_default(),
         };
         file.servers.push(ServerEntry {

@@ -1,8 +1,6 @@
 //! JSON pointers in the text of a file: escaping a segment, and finding the
 //! line and column a pointer points to, for error messages.
 
-use std::collections::HashMap;
-
 /// Escapes one JSON pointer segment ([RFC 6901]): `~` becomes `~0` and `/`
 /// becomes `~1`, so a key can be appended to a pointer as `/{segment}`.
 ///
@@ -40,47 +38,66 @@ pub fn locate(text: &str, pointer: &str) -> (usize, usize) {
     Positions::new(text).line_col(pointer)
 }
 
-/// Maps every JSON pointer of a document to the byte offset of its node: the
-/// key of an object member, or the start of an array element or the root.
+/// Finds JSON pointers in the text of a document: each lookup walks the
+/// text once, without recursion and without building an index, so its cost
+/// is linear in the text whatever the nesting or the length of keys.
 pub(crate) struct Positions<'a> {
     text: &'a str,
-    offsets: HashMap<String, usize>,
 }
 
 impl<'a> Positions<'a> {
-    /// Indexes `text`, which must be valid JSON (invalid input gives a
-    /// partial index, never a panic).
+    /// For lookups in `text`, which should be valid JSON (invalid input
+    /// gives a best effort, never a panic).
     pub(crate) fn new(text: &'a str) -> Positions<'a> {
-        let mut scanner = Scanner {
-            bytes: text.as_bytes(),
-            text,
-            at: 0,
-            offsets: HashMap::new(),
-        };
-        scanner.value(String::new());
-        Positions {
-            text,
-            offsets: scanner.offsets,
-        }
+        Positions { text }
     }
 
     /// 1-based line and column (in characters) of `pointer`, or of its
     /// closest ancestor that exists.
     pub(crate) fn line_col(&self, pointer: &str) -> (usize, usize) {
-        let mut p = pointer;
-        let offset = loop {
-            if let Some(o) = self.offsets.get(p) {
-                break *o;
-            }
-            match p.rfind('/') {
-                Some(i) => p = &p[..i],
-                None => break 0,
-            }
-        };
-        let before = &self.text[..offset.min(self.text.len())];
+        let offset = self.offset(pointer);
+        let mut end = offset.min(self.text.len());
+        while !self.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let before = &self.text[..end];
         let line = before.matches('\n').count() + 1;
         let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
         (line, column)
+    }
+
+    /// The byte offset of the node at `pointer` (an object member's key, an
+    /// array element's start, the root's start), or of its deepest ancestor
+    /// in the text. A repeated key is found at its last occurrence, the one
+    /// a JSON parser keeps.
+    fn offset(&self, pointer: &str) -> usize {
+        let mut scanner = Scanner {
+            bytes: self.text.as_bytes(),
+            text: self.text,
+            at: 0,
+        };
+        scanner.ws();
+        let mut found = scanner.at;
+        if pointer.is_empty() {
+            return found;
+        }
+        for segment in pointer.split('/').skip(1) {
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            let next = match scanner.bytes.get(scanner.at) {
+                Some(b'{') => scanner.member(&segment),
+                Some(b'[') => segment
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|_| segment == "0" || !segment.starts_with('0'))
+                    .and_then(|index| scanner.element(index)),
+                _ => None,
+            };
+            match next {
+                Some(at) => found = at,
+                None => break,
+            }
+        }
+        found
     }
 }
 
@@ -88,7 +105,6 @@ struct Scanner<'a> {
     bytes: &'a [u8],
     text: &'a str,
     at: usize,
-    offsets: HashMap<String, usize>,
 }
 
 impl Scanner<'_> {
@@ -98,73 +114,94 @@ impl Scanner<'_> {
         }
     }
 
-    fn value(&mut self, pointer: String) {
-        self.ws();
-        self.offsets.entry(pointer.clone()).or_insert(self.at);
-        match self.bytes.get(self.at) {
-            Some(b'{') => self.object(&pointer),
-            Some(b'[') => self.array(&pointer),
-            Some(b'"') => {
-                self.string();
-            }
-            Some(_) => {
-                while self.at < self.bytes.len()
-                    && !matches!(self.bytes[self.at], b',' | b'}' | b']')
-                {
-                    self.at += 1;
-                }
-            }
-            None => {}
-        }
-    }
-
-    fn object(&mut self, pointer: &str) {
+    /// At a `{`: the offset of the last member named `key`, leaving the
+    /// scanner at its value.
+    fn member(&mut self, key: &str) -> Option<usize> {
         self.at += 1;
+        let mut found: Option<(usize, usize)> = None;
         loop {
             self.ws();
             match self.bytes.get(self.at) {
-                Some(b'}') | None => {
-                    self.at += 1;
-                    return;
-                }
+                Some(b'}') | None => break,
                 Some(b',') => self.at += 1,
                 Some(b'"') => {
                     let key_at = self.at;
-                    let key = self.string();
-                    let child = format!("{pointer}/{}", escape_pointer(&key));
-                    self.offsets.insert(child.clone(), key_at);
+                    let name = self.string();
                     self.ws();
                     if self.bytes.get(self.at) == Some(&b':') {
                         self.at += 1;
                     }
-                    let before = self.offsets.get(&child).copied();
-                    self.value(child.clone());
-                    if let Some(key_at) = before {
-                        // A member is located by its key, not its value.
-                        self.offsets.insert(child, key_at);
+                    self.ws();
+                    if name == key {
+                        found = Some((key_at, self.at));
+                    }
+                    self.skip_value();
+                }
+                Some(_) => self.skip_value_or_byte(),
+            }
+        }
+        let (key_at, value_at) = found?;
+        self.at = value_at;
+        Some(key_at)
+    }
+
+    /// At a `[`: the offset of element `index`, leaving the scanner there.
+    fn element(&mut self, index: usize) -> Option<usize> {
+        self.at += 1;
+        let mut i = 0;
+        loop {
+            self.ws();
+            match self.bytes.get(self.at) {
+                Some(b']') | None => return None,
+                Some(b',') => self.at += 1,
+                Some(_) if i == index => return Some(self.at),
+                Some(_) => {
+                    self.skip_value_or_byte();
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// Skips one value, however deep, without recursion.
+    fn skip_value(&mut self) {
+        let mut depth = 0usize;
+        loop {
+            match self.bytes.get(self.at) {
+                None => return,
+                Some(b'"') => {
+                    self.string();
+                    if depth == 0 {
+                        return;
                     }
                 }
+                Some(b'{' | b'[') => {
+                    depth += 1;
+                    self.at += 1;
+                }
+                Some(b'}' | b']') => {
+                    if depth == 0 {
+                        return;
+                    }
+                    depth -= 1;
+                    self.at += 1;
+                    if depth == 0 {
+                        return;
+                    }
+                }
+                Some(b',') if depth == 0 => return,
                 Some(_) => self.at += 1,
             }
         }
     }
 
-    fn array(&mut self, pointer: &str) {
-        self.at += 1;
-        let mut index = 0;
-        loop {
-            self.ws();
-            match self.bytes.get(self.at) {
-                Some(b']') | None => {
-                    self.at += 1;
-                    return;
-                }
-                Some(b',') => self.at += 1,
-                Some(_) => {
-                    self.value(format!("{pointer}/{index}"));
-                    index += 1;
-                }
-            }
+    /// Skips a value, and always at least one byte, so a stray `}` or `]`
+    /// where a value belongs cannot stop the scan in place.
+    fn skip_value_or_byte(&mut self) {
+        let before = self.at;
+        self.skip_value();
+        if self.at == before {
+            self.at += 1;
         }
     }
 
@@ -206,6 +243,28 @@ mod tests {
         assert_eq!(p.line_col("/servers/a~1b"), (4, 5));
         // A pointer that does not exist falls back to its closest ancestor.
         assert_eq!(p.line_col("/servers/fs/url"), (3, 5));
+    }
+
+    /// Found by `cargo xtask fuzz pointer`: a long key over a long array,
+    /// or 64 KiB of `[`, took gigabytes (every node's pointer was kept) and
+    /// recursed once per level. A lookup is now one linear walk.
+    #[test]
+    fn deep_nesting_and_long_keys_are_linear() {
+        let text = "[".repeat(1_000_000);
+        assert_eq!(locate(&text, "/0/0/0"), (1, 4));
+        let objects = "{\"a\":".repeat(100_000);
+        assert_eq!(locate(&objects, "/a/a"), (1, 7));
+        let wide = format!("{{\"{}\": [{}1]}}", "k".repeat(30_000), "1,".repeat(30_000));
+        let pointer = format!("/{}/29999", "k".repeat(30_000));
+        assert_eq!(locate(&wide, &pointer), (1, 30_007 + 2 * 29_999));
+    }
+
+    #[test]
+    fn the_last_of_repeated_keys_is_found_and_leading_zeros_are_no_index() {
+        let text = "{\"a\": 1,\n \"a\": [5, 6]}";
+        assert_eq!(locate(text, "/a"), (2, 2));
+        assert_eq!(locate(text, "/a/1"), (2, 11));
+        assert_eq!(locate(text, "/a/01"), (2, 2));
     }
 
     #[test]

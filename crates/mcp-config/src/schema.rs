@@ -209,7 +209,21 @@ fn translate(
                 ("transport", "streamable-http" | "streamableHttp" | "streamable_http") => {
                     "use \"http\", which is streamable HTTP".to_owned()
                 }
-                _ => format!("use one of {}", options_list(options)),
+                _ => {
+                    let names: Vec<&str> = options
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(Value::as_str)
+                        .collect();
+                    match closest(value, &names) {
+                        Some(name) => format!(
+                            "did you mean \"{name}\"? use one of {}",
+                            options_list(options)
+                        ),
+                        None => format!("use one of {}", options_list(options)),
+                    }
+                }
             };
             one(format!("unsupported value {instance} in `{leaf}`"), fix)
         }
@@ -312,6 +326,7 @@ const CORE_SERVER: &[&str] = &[
     "agentic_never",
     "tool_notes",
     "cloud",
+    "pin",
     "limits",
 ];
 const MCP_TOP: &[&str] = &["$schema", "mcpServers", "auggy", "limits"];
@@ -327,6 +342,7 @@ const MCP_SERVER: &[&str] = &[
     "headers",
     "auth",
     "cloud",
+    "pin",
     "disabled",
     "timeout",
     "transportType",
@@ -355,6 +371,7 @@ const POLICY: &[&str] = &[
     "allowedTrustLevels",
     "toolPolicies",
     "cloud",
+    "pin",
     "limits",
 ];
 

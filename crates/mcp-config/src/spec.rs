@@ -33,6 +33,10 @@ pub struct Config {
     pub files: Vec<ConfigFile>,
     /// Variables from the project's `.env`, for interpolation.
     pub dotenv: crate::DotEnv,
+    /// `<agentsDir>/mcp.lock`, where the tool definitions each server showed
+    /// are pinned (next to the project's `mcp.json`; it need not exist);
+    /// `None` pins nothing.
+    pub lock: Option<PathBuf>,
 }
 
 impl Config {
@@ -283,6 +287,39 @@ impl Cloud {
     }
 }
 
+/// `pin`: what happens when a server's tool no longer matches the
+/// definition pinned for it in `mcp.lock`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum PinMode {
+    /// `"warn"` (the default): the tool stays, with a warning and a diff.
+    #[default]
+    Warn,
+    /// `"strict"`: the changed tool is quarantined (left out of the catalog)
+    /// until `core-agent mcp trust` accepts the new definition.
+    Strict,
+    /// `"off"`: nothing is pinned or checked.
+    Off,
+}
+
+impl PinMode {
+    /// Every mode, as config files spell them.
+    pub const ALL: [PinMode; 3] = [PinMode::Warn, PinMode::Strict, PinMode::Off];
+
+    /// The mode's name in config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinMode::Warn => "warn",
+            PinMode::Strict => "strict",
+            PinMode::Off => "off",
+        }
+    }
+
+    /// The mode called `name`.
+    pub fn parse(name: &str) -> Option<PinMode> {
+        PinMode::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+}
+
 /// Bounds on what one server may cost, with the Auggy spec's defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Limits {
@@ -423,6 +460,8 @@ pub struct ServerSpec {
     pub agentic_never: bool,
     /// `tool_notes`: tool name → text appended to its description.
     pub tool_notes: BTreeMap<String, String>,
+    /// `pin`: how a tool that changed since `mcp.lock` pinned it is treated.
+    pub pin: PinMode,
 }
 
 impl ServerSpec {
@@ -439,6 +478,7 @@ impl ServerSpec {
             read_only: false,
             agentic_never: false,
             tool_notes: BTreeMap::new(),
+            pin: PinMode::Warn,
         }
     }
 }

@@ -110,6 +110,9 @@ fn summary(config: &Config) -> String {
             s.name,
             s.dialect.as_str()
         ));
+        if spec.pin != core_agent_mcp_config::PinMode::Warn {
+            out.push_str(&format!("    pin={}\n", spec.pin.as_str()));
+        }
         if spec.limits != core_agent_mcp_config::Limits::default() {
             out.push_str(&format!("    limits={:?}\n", spec.limits));
         }

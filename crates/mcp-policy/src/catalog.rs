@@ -1,10 +1,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use core_agent_mcp_config::{ServerSpec, TrustLevel};
+use core_agent_mcp_config::{PinMode, ServerSpec, TrustLevel};
 use serde_json::Value;
 
 use crate::names::{disambiguated, fit, namespaced};
+use crate::pin::{Change, Verdict};
+
+/// Each server's pin verdicts, by server name, then by the server's own
+/// tool name: the input of [`Catalog::build_pinned`].
+pub type Verdicts = BTreeMap<String, BTreeMap<String, Verdict>>;
 
 /// What a server says about a tool (the MCP `annotations` block).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -158,6 +163,26 @@ pub enum Warning {
         /// The name it was given.
         name: String,
     },
+    /// A tool no longer matches its pin in `mcp.lock`: kept with this
+    /// warning (`pin: "warn"`) or quarantined (`pin: "strict"`).
+    ToolChanged {
+        /// The server.
+        server: String,
+        /// The tool.
+        tool: String,
+        /// What changed.
+        change: Change,
+        /// Whether it was left out of the catalog.
+        quarantined: bool,
+    },
+    /// `pin: "strict"` and `mcp.lock` could not be read: the server's tools
+    /// cannot be checked, so they are quarantined.
+    Unverified {
+        /// The server.
+        server: String,
+        /// The tools left out.
+        tools: Vec<String>,
+    },
     /// A name longer than 64 characters was shortened.
     Shortened {
         /// The server.
@@ -181,6 +206,13 @@ impl Warning {
             Warning::NameCollision { .. } => "name-collision",
             Warning::ReservedName { .. } => "reserved-name",
             Warning::Shortened { .. } => "name-shortened",
+            Warning::ToolChanged {
+                quarantined: false, ..
+            } => "tool-changed",
+            Warning::ToolChanged {
+                quarantined: true, ..
+            } => "tool-quarantined",
+            Warning::Unverified { .. } => "pin-unverified",
         }
     }
 
@@ -193,6 +225,8 @@ impl Warning {
             | Warning::SchemaTooLarge { server, .. }
             | Warning::TooManyTools { server, .. }
             | Warning::ReservedName { server, .. }
+            | Warning::ToolChanged { server, .. }
+            | Warning::Unverified { server, .. }
             | Warning::Shortened { server, .. } => Some(server),
             Warning::NameCollision { .. } => None,
         }
@@ -272,6 +306,34 @@ impl fmt::Display for Warning {
                 f,
                 "{server}: tool `{tool}` would be named `{reserved}`, the name of a built-in tool; it is published as `{name}`"
             ),
+            Warning::ToolChanged {
+                server,
+                tool,
+                change,
+                quarantined: false,
+            } => write!(
+                f,
+                "{server}: tool `{tool}` changed since it was pinned in mcp.lock ({change}); \
+                 review it, then run `core-agent mcp trust {server} {tool}` to pin the new definition"
+            ),
+            Warning::ToolChanged {
+                server,
+                tool,
+                change,
+                quarantined: true,
+            } => write!(
+                f,
+                "{server}: tool `{tool}` is quarantined (pin: \"strict\"): it changed since it was \
+                 pinned in mcp.lock ({change}); review it, then run `core-agent mcp trust {server} {tool}` \
+                 to admit the new definition"
+            ),
+            Warning::Unverified { server, tools } => write!(
+                f,
+                "{server}: {} tool(s) are quarantined (pin: \"strict\"): mcp.lock cannot be read, so \
+                 they cannot be checked; fix or delete mcp.lock, then run `core-agent mcp trust {server}`: {}",
+                tools.len(),
+                list(tools)
+            ),
             Warning::Shortened { server, tool, name } => {
                 write!(
                     f,
@@ -294,6 +356,8 @@ pub enum LeftOutBy {
     SchemaSize,
     /// Past `max_tools`.
     MaxTools,
+    /// Changed since `mcp.lock` pinned it, under `pin: "strict"`.
+    Quarantine,
 }
 
 impl LeftOutBy {
@@ -304,6 +368,7 @@ impl LeftOutBy {
             LeftOutBy::Blocklist => "the blocklist",
             LeftOutBy::SchemaSize => "max_input_schema_bytes",
             LeftOutBy::MaxTools => "max_tools",
+            LeftOutBy::Quarantine => "the pin (mcp.lock)",
         }
     }
 }
@@ -372,6 +437,19 @@ impl Catalog {
         servers: impl IntoIterator<Item = ServerTools<'a>>,
         reserved: &[&str],
     ) -> Catalog {
+        Catalog::build_pinned(servers, reserved, &Verdicts::new())
+    }
+
+    /// [`Catalog::build_reserving`], with each server's tools checked
+    /// against their pins after the allowlist and blocklist: under the
+    /// server's `pin` mode, a changed tool gets a warning with what changed
+    /// (`warn`) or is quarantined (`strict`, as is every tool of a strict
+    /// server whose pins could not be read); `off` ignores the verdicts.
+    pub fn build_pinned<'a>(
+        servers: impl IntoIterator<Item = ServerTools<'a>>,
+        reserved: &[&str],
+        verdicts: &Verdicts,
+    ) -> Catalog {
         let mut entries = Vec::new();
         let mut warnings = Vec::new();
         let mut summaries = BTreeMap::new();
@@ -380,7 +458,12 @@ impl Catalog {
                 listed: server.tools.len(),
                 ..ServerSummary::default()
             };
-            let server_entries = server_entries(server, &mut warnings, &mut summary.left_out);
+            let server_entries = server_entries(
+                server,
+                verdicts.get(server.name),
+                &mut warnings,
+                &mut summary.left_out,
+            );
             summary.published = server_entries.len();
             summaries.insert(server.name.to_owned(), summary);
             entries.extend(server_entries);
@@ -434,6 +517,7 @@ impl Catalog {
 
 fn server_entries(
     server: ServerTools<'_>,
+    verdicts: Option<&BTreeMap<String, Verdict>>,
     warnings: &mut Vec<Warning>,
     left_out: &mut BTreeMap<LeftOutBy, usize>,
 ) -> Vec<CatalogEntry> {
@@ -488,7 +572,33 @@ fn server_entries(
         *left_out.entry(by).or_default() += 1;
     }
     let mut kept: Vec<&DiscoveredTool> = Vec::new();
+    let mut unverified: Vec<String> = Vec::new();
     for tool in server.tools.iter().filter(|t| allowed(&t.name)) {
+        let verdict = match spec.pin {
+            PinMode::Off => None,
+            _ => verdicts.and_then(|v| v.get(&tool.name)),
+        };
+        let strict = spec.pin == PinMode::Strict;
+        match verdict {
+            Some(Verdict::Changed(change)) => {
+                warnings.push(Warning::ToolChanged {
+                    server: name.clone(),
+                    tool: tool.name.clone(),
+                    change: change.clone(),
+                    quarantined: strict,
+                });
+                if strict {
+                    *left_out.entry(LeftOutBy::Quarantine).or_default() += 1;
+                    continue;
+                }
+            }
+            Some(Verdict::Unverified) if strict => {
+                *left_out.entry(LeftOutBy::Quarantine).or_default() += 1;
+                unverified.push(tool.name.clone());
+                continue;
+            }
+            _ => {}
+        }
         let bytes = tool.input_schema.to_string().len();
         if bytes > spec.limits.max_input_schema_bytes {
             *left_out.entry(LeftOutBy::SchemaSize).or_default() += 1;
@@ -501,6 +611,12 @@ fn server_entries(
         } else {
             kept.push(tool);
         }
+    }
+    if !unverified.is_empty() {
+        warnings.push(Warning::Unverified {
+            server: name.clone(),
+            tools: unverified,
+        });
     }
     if kept.len() > spec.limits.max_tools {
         *left_out.entry(LeftOutBy::MaxTools).or_default() += kept.len() - spec.limits.max_tools;
@@ -669,6 +785,96 @@ mod tests {
 
     fn names(c: &Catalog) -> Vec<&str> {
         c.entries().iter().map(|e| e.tool.as_str()).collect()
+    }
+
+    #[test]
+    fn pin_verdicts_warn_quarantine_or_are_ignored_by_mode() {
+        let tools = [
+            tool("same"),
+            tool("changed"),
+            tool("fresh"),
+            tool("blocked"),
+        ];
+        let change = Change {
+            description: Some(("old".into(), "new".into())),
+            ..Change::default()
+        };
+        let mut of_srv = BTreeMap::new();
+        of_srv.insert("same".to_owned(), Verdict::Pinned);
+        of_srv.insert("changed".to_owned(), Verdict::Changed(change.clone()));
+        of_srv.insert("fresh".to_owned(), Verdict::New);
+        of_srv.insert("blocked".to_owned(), Verdict::Changed(change.clone()));
+        let verdicts: Verdicts = [("srv".to_owned(), of_srv)].into_iter().collect();
+        let build = |spec: &ServerSpec| {
+            Catalog::build_pinned(
+                [ServerTools {
+                    name: "srv",
+                    spec,
+                    tools: &tools,
+                }],
+                &[],
+                &verdicts,
+            )
+        };
+        let mut s = spec();
+        s.blocked_tools = vec!["blocked".into()];
+        // warn: every tool stays; the changed one (not the blocked one) is named.
+        let warned = build(&s);
+        assert_eq!(names(&warned), ["changed", "fresh", "same"]);
+        let kinds: Vec<&str> = warned.warnings().iter().map(Warning::kind).collect();
+        assert_eq!(kinds, ["tool-changed"]);
+        assert_eq!(
+            warned.warnings()[0].to_string(),
+            "srv: tool `changed` changed since it was pinned in mcp.lock (description: \"[-old-]{+new+}\"); \
+             review it, then run `core-agent mcp trust srv changed` to pin the new definition"
+        );
+        // strict: the changed tool is left out, counted and named.
+        s.pin = PinMode::Strict;
+        let strict = build(&s);
+        assert_eq!(names(&strict), ["fresh", "same"]);
+        assert_eq!(strict.warnings()[0].kind(), "tool-quarantined");
+        assert_eq!(
+            strict.summary("srv").unwrap().to_string(),
+            "2 tools (1 left out by the blocklist, 1 left out by the pin (mcp.lock))"
+        );
+        // off: verdicts are ignored.
+        s.pin = PinMode::Off;
+        let off = build(&s);
+        assert_eq!(names(&off), ["changed", "fresh", "same"]);
+        assert!(off.warnings().is_empty());
+        // An unreadable lock quarantines a strict server's tools only.
+        let unverified: Verdicts = [(
+            "srv".to_owned(),
+            tools
+                .iter()
+                .map(|t| (t.name.clone(), Verdict::Unverified))
+                .collect(),
+        )]
+        .into_iter()
+        .collect();
+        s.pin = PinMode::Strict;
+        let c = Catalog::build_pinned(
+            [ServerTools {
+                name: "srv",
+                spec: &s,
+                tools: &tools,
+            }],
+            &[],
+            &unverified,
+        );
+        assert!(c.entries().is_empty());
+        assert_eq!(c.warnings()[0].kind(), "pin-unverified");
+        s.pin = PinMode::Warn;
+        let c = Catalog::build_pinned(
+            [ServerTools {
+                name: "srv",
+                spec: &s,
+                tools: &tools,
+            }],
+            &[],
+            &unverified,
+        );
+        assert_eq!(names(&c), ["changed", "fresh", "same"]);
     }
 
     #[test]

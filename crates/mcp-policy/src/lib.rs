@@ -2,12 +2,18 @@
 
 mod catalog;
 mod names;
+mod pin;
 mod preflight;
 
 pub use catalog::{
     Annotations, Catalog, CatalogEntry, DiscoveredTool, LeftOutBy, ServerSummary, ServerTools,
-    Warning,
+    Verdicts, Warning,
 };
+pub use core_agent_mcp_config::PinMode;
 pub use core_agent_mcp_config::TrustLevel;
 pub use names::{MAX_NAME, namespaced, sanitize};
+pub use pin::{
+    Change, ChangeKind, LOCK_VERSION, Lock, LockError, PinHashes, PinnedTool, PointerChange,
+    ToolDefinition, Verdict, text_diff,
+};
 pub use preflight::{MAX_SCHEMA_BYTES, PreflightIssue, estimate_tokens, preflight};

@@ -1,0 +1,260 @@
+//! Tool pinning, applied: `mcp.lock` read, checked against what each server
+//! lists, new tools recorded, and `trust` rewriting pins on request.
+//!
+//! The format, the hashes and the diffs are `core_agent_mcp_policy::Lock`'s;
+//! this module does the file I/O and decides when to write. A tool seen for
+//! the first time is pinned at once; a changed tool is never re-pinned
+//! without [`crate::Host::trust`]. An unreadable lock is never overwritten.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use core_agent_mcp_config::PinMode;
+use core_agent_mcp_policy::{Change, Lock, ToolDefinition, Verdict, Verdicts};
+use core_agent_mcp_transport::model::Tool;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The pinned parts of a tool as a server listed it.
+pub(crate) fn definition(tool: &Tool) -> ToolDefinition {
+    ToolDefinition::new(
+        tool.name.to_string(),
+        tool.description.as_deref().unwrap_or_default(),
+        Value::Object((*tool.input_schema).clone()),
+        tool.annotations
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok())
+            .unwrap_or(Value::Null),
+    )
+}
+
+/// Reads the lock at `path`: an absent file is an empty lock; a file that
+/// cannot be read or parsed is an error naming the file, the position and
+/// the fix.
+pub(crate) fn read(path: &Path) -> Result<Lock, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Lock::new()),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    Lock::parse(&text).map_err(|e| {
+        format!(
+            "{}:{}:{}: {}; fix it (a merge conflict?) or delete it to pin every tool again as new",
+            path.display(),
+            e.line,
+            e.column,
+            e.message
+        )
+    })
+}
+
+/// Writes `lock` to `path` (creating its directory): into a temporary file
+/// beside it, then renamed over it, so a reader never sees half a lock.
+pub(crate) fn write(path: &Path, lock: &Lock) -> Result<(), String> {
+    let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(fail)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, lock.render()).map_err(fail)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        fail(e)
+    })
+}
+
+/// One server's listing, as pinning sees it.
+pub(crate) struct Listed<'a> {
+    pub(crate) server: &'a str,
+    pub(crate) mode: PinMode,
+    pub(crate) tools: Vec<ToolDefinition>,
+}
+
+/// Checks every listed tool against the lock at `path`, pins the new ones
+/// and writes the lock if that changed it. Returns the verdicts and, when
+/// the lock could not be read or written, why (the verdicts are then
+/// `Unverified`, and nothing is written).
+pub(crate) fn check(path: &Path, listed: &[Listed<'_>]) -> (Verdicts, Option<String>) {
+    let mut verdicts = Verdicts::new();
+    let (mut lock, mut problem) = match read(path) {
+        Ok(lock) => (Some(lock), None),
+        Err(e) => (None, Some(e)),
+    };
+    let mut changed = false;
+    for server in listed.iter().filter(|l| l.mode != PinMode::Off) {
+        let of_server = verdicts.entry(server.server.to_owned()).or_default();
+        for tool in &server.tools {
+            let verdict = match &mut lock {
+                None => Verdict::Unverified,
+                Some(lock) => {
+                    let verdict = lock.check(server.server, tool);
+                    if verdict == Verdict::New {
+                        changed |= lock.pin(server.server, tool);
+                    }
+                    verdict
+                }
+            };
+            of_server.insert(tool.name.clone(), verdict);
+        }
+    }
+    if changed && let Some(lock) = &lock {
+        problem = write(path, lock).err();
+    }
+    (verdicts, problem)
+}
+
+/// The verdicts of `server`'s `tools` against the lock at `path`, without
+/// pinning or writing anything (`Unverified` when it cannot be read).
+pub(crate) fn peek(path: &Path, server: &str, tools: &[ToolDefinition]) -> Verdicts {
+    let lock = read(path).ok();
+    let of_server = tools
+        .iter()
+        .map(|t| {
+            let verdict = lock
+                .as_ref()
+                .map_or(Verdict::Unverified, |lock| lock.check(server, t));
+            (t.name.clone(), verdict)
+        })
+        .collect();
+    [(server.to_owned(), of_server)].into_iter().collect()
+}
+
+/// What `trust` did to one tool's pin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Trusted {
+    /// The server's own name for the tool.
+    pub tool: String,
+    /// `new` (pinned for the first time), `changed` (its pin replaced),
+    /// `unchanged`, or `removed` (pinned, but the server no longer lists it).
+    pub status: &'static str,
+    /// For `changed`: what changed, as the warning said it.
+    pub change: Option<String>,
+}
+
+/// Pins `tools` (what `server` lists now) in the lock at `path`: only
+/// `only` when given, else every tool, dropping the pins of tools the
+/// server no longer lists. Returns what happened to each pin, sorted by tool.
+pub(crate) fn trust(
+    path: &Path,
+    server: &str,
+    tools: &[ToolDefinition],
+    only: Option<&str>,
+) -> Result<Vec<Trusted>, String> {
+    let mut lock = read(path)?;
+    let mut report: BTreeMap<String, Trusted> = BTreeMap::new();
+    for tool in tools.iter().filter(|t| only.is_none_or(|o| o == t.name)) {
+        let (status, change) = match lock.check(server, tool) {
+            Verdict::New => ("new", None),
+            Verdict::Pinned => ("unchanged", None),
+            Verdict::Changed(c) => ("changed", Some(c)),
+            Verdict::Unverified => ("unchanged", None),
+        };
+        lock.pin(server, tool);
+        report.insert(
+            tool.name.clone(),
+            Trusted {
+                tool: tool.name.clone(),
+                status,
+                change: change.as_ref().map(Change::to_string),
+            },
+        );
+    }
+    if only.is_none() {
+        let listed: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+        let gone: Vec<String> = lock
+            .tools(server)
+            .into_iter()
+            .filter(|t| !listed.contains(t))
+            .map(str::to_owned)
+            .collect();
+        for tool in gone {
+            lock.unpin(server, &tool);
+            report.insert(
+                tool.clone(),
+                Trusted {
+                    tool,
+                    status: "removed",
+                    change: None,
+                },
+            );
+        }
+    }
+    write(path, &lock)?;
+    Ok(report.into_values().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn def(name: &str, description: &str) -> ToolDefinition {
+        ToolDefinition::new(name, description, json!({"type": "object"}), Value::Null)
+    }
+
+    #[test]
+    fn new_tools_are_written_changed_ones_never_until_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".agents/mcp.lock");
+        let listed = |tools: Vec<ToolDefinition>, mode| {
+            vec![Listed {
+                server: "fx",
+                mode,
+                tools,
+            }]
+        };
+        let (v, problem) = check(&path, &listed(vec![def("a", "A.")], PinMode::Warn));
+        assert_eq!((v["fx"]["a"].clone(), problem), (Verdict::New, None));
+        let first = std::fs::read_to_string(&path).unwrap();
+        let (v, _) = check(
+            &path,
+            &listed(
+                vec![def("a", "A, changed."), def("b", "B.")],
+                PinMode::Strict,
+            ),
+        );
+        assert!(matches!(v["fx"]["a"], Verdict::Changed(_)));
+        assert_eq!(v["fx"]["b"], Verdict::New);
+        let lock = read(&path).unwrap();
+        assert_eq!(lock.pinned("fx", "a").unwrap().description, "A.");
+        assert!(lock.pinned("fx", "b").is_some());
+        assert_ne!(std::fs::read_to_string(&path).unwrap(), first);
+        // `off` neither checks nor records.
+        let (v, _) = check(&path, &listed(vec![def("c", "C.")], PinMode::Off));
+        assert!(v.is_empty());
+        assert!(read(&path).unwrap().pinned("fx", "c").is_none());
+
+        let report = trust(&path, "fx", &[def("a", "A, changed.")], None).unwrap();
+        let statuses: Vec<(&str, &str)> =
+            report.iter().map(|t| (t.tool.as_str(), t.status)).collect();
+        assert_eq!(statuses, [("a", "changed"), ("b", "removed")]);
+        let (v, _) = check(
+            &path,
+            &listed(vec![def("a", "A, changed.")], PinMode::Strict),
+        );
+        assert_eq!(v["fx"]["a"], Verdict::Pinned);
+    }
+
+    #[test]
+    fn an_unreadable_lock_is_reported_and_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mcp.lock");
+        std::fs::write(&path, "<<<<<<< HEAD\n").unwrap();
+        let (v, problem) = check(
+            &path,
+            &[Listed {
+                server: "fx",
+                mode: PinMode::Warn,
+                tools: vec![def("a", "A.")],
+            }],
+        );
+        assert_eq!(v["fx"]["a"], Verdict::Unverified);
+        let problem = problem.unwrap();
+        assert!(problem.contains("mcp.lock:1:1: invalid JSON"), "{problem}");
+        assert!(problem.contains("delete it"), "{problem}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "<<<<<<< HEAD\n");
+        assert!(trust(&path, "fx", &[def("a", "A.")], None).is_err());
+    }
+}
