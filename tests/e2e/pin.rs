@@ -250,7 +250,7 @@ fn a_tool_that_changes_mid_session_is_quarantined_and_a_new_one_pinned() {
         "batch.jsonl",
         "{\"name\": \"gate_echo\", \"arguments\": {\"text\": \"in\"}}\n{\"name\": \"fx_late\"}\n{\"name\": \"fx_stable\"}\n",
     );
-    let mut cmd = p.command(&["call", "--yes", "--batch", batch.to_str().unwrap()]);
+    let mut cmd = p.command(&["call", "-v", "--yes", "--batch", batch.to_str().unwrap()]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
