@@ -17,6 +17,7 @@ mod dialects;
 mod digest;
 mod doctor;
 mod edges;
+mod faults;
 mod gate;
 mod gateway_clients;
 mod gateway_load;

@@ -1,0 +1,173 @@
+//! The fault suite: one test per way a server can misbehave. Each checks
+//! that the faulty server is reported with a clear reason, that the demo
+//! server in the same config keeps answering, and that no call outlives
+//! its timeout.
+
+use std::time::Duration;
+
+use core_agent_e2e::{Project, Run};
+use serde_json::{Value, json};
+
+use crate::{by_name, demo_server, fixture};
+
+/// A project with the server `bad`, next to the demo.
+fn project(bad: Value) -> Project {
+    Project::new(&json!({"version": 1, "servers": {"bad": bad, "demo": demo_server()}}))
+}
+
+/// `mcp list --json` (start timeout `start` seconds): the servers `bad` and `demo`.
+fn list(p: &Project, start: &str) -> (Value, Value) {
+    let run = p.run(&["mcp", "list", "--json", "--start-timeout", start]);
+    run.expect_code(0);
+    let list = run.json();
+    (by_name(&list, "bad"), by_name(&list, "demo"))
+}
+
+/// Asserts that the demo server is connected and answers a call.
+fn demo_answers(p: &Project, demo: &Value) {
+    assert_eq!(demo["status"], "connected", "{demo}");
+    let run = p.run(&["call", "--yes", "demo_divide", r#"{"a": 1, "b": 4}"#]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "0.25\n");
+}
+
+/// Calls `tool` with a 3 s call timeout, and asserts it ended within it.
+fn call_within(p: &Project, tool: &str) -> Run {
+    let run = p.run(&["call", "--yes", "--call-timeout", "3", tool, "{}"]);
+    assert!(
+        run.elapsed < Duration::from_secs(3 + 10),
+        "the call took {:?}: {run:?}",
+        run.elapsed
+    );
+    run
+}
+
+/// Asserts that `bad` is connected with `tools` tools and no error.
+fn connected(bad: &Value, tools: u64) {
+    assert_eq!(
+        (&bad["status"], &bad["tools"], &bad["error"]),
+        (&json!("connected"), &json!(tools), &json!(null)),
+        "{bad}"
+    );
+}
+
+#[test]
+fn garbage_on_stdout_mid_session_is_skipped() {
+    let p = project(fixture("noisy"));
+    let (bad, demo) = list(&p, "10");
+    connected(&bad, 2);
+    demo_answers(&p, &demo);
+    // `fault` writes three non-JSON lines before its answer: they are
+    // skipped, and the answer after them still arrives.
+    let run = call_within(&p, "bad_fault");
+    run.expect_code(0);
+    assert_eq!(run.stdout, "fault answered\n");
+}
+
+#[test]
+fn invalid_json_rpc_frames_end_in_the_call_timeout() {
+    let p = project(fixture("bad-frames"));
+    let (bad, demo) = list(&p, "10");
+    connected(&bad, 2);
+    demo_answers(&p, &demo);
+    let run = call_within(&p, "bad_fault");
+    run.expect_code(1);
+    assert_eq!(
+        run.stderr,
+        "core-agent: `fault` on server `bad` did not answer within 3 s; the request was cancelled\n"
+    );
+    assert!(run.elapsed >= Duration::from_secs(3), "{run:?}");
+}
+
+#[test]
+fn a_server_that_exits_during_initialize_is_an_error_with_its_stderr() {
+    let p = project(fixture("exit-init"));
+    let (bad, demo) = list(&p, "10");
+    let reason = "exited during start (exit status: 4); its stderr ended with:\n    fixture: cannot load plugins, giving up";
+    assert_eq!(
+        (&bad["status"], &bad["error"]),
+        (&json!("error"), &json!(reason))
+    );
+    demo_answers(&p, &demo);
+    let run = call_within(&p, "bad_fault");
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains(&"core-agent: mcp: bad (stdio): error after "),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains(reason), "{}", run.stderr);
+}
+
+#[test]
+fn slow_start_past_the_start_timeout_is_an_error() {
+    let p = Project::empty();
+    let mut waits = fixture("waits");
+    waits["env"] = json!({"FIXTURE_WAIT_FOR": p.path().join("never")});
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"bad": waits, "demo": demo_server()}}).to_string(),
+    );
+    let (bad, demo) = list(&p, "1");
+    let reason = "did not finish starting within 1 s; is the server stuck, or does it need a longer start timeout?";
+    assert_eq!(
+        (&bad["status"], &bad["error"]),
+        (&json!("error"), &json!(reason))
+    );
+    demo_answers(&p, &demo);
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "--start-timeout",
+        "1",
+        "bad_echo",
+        r#"{"text": "hi"}"#,
+    ]);
+    run.expect_code(2);
+    assert!(run.stderr.contains(reason), "{}", run.stderr);
+    // The 30 s the server would wait are not waited for.
+    assert!(run.elapsed < Duration::from_secs(10), "{run:?}");
+}
+
+#[test]
+fn infinite_pagination_stops_at_max_pages() {
+    let p = project(fixture("endless-pages"));
+    let (bad, demo) = list(&p, "10");
+    // The default `max_pages` is 20: `echo` and `fault`, then `page1` … `page19`.
+    connected(&bad, 21);
+    assert_eq!(
+        bad["warnings"],
+        json!([
+            "bad: stopped listing tools after 20 pages (max_pages); tools on later pages are not published"
+        ])
+    );
+    demo_answers(&p, &demo);
+    let run = call_within(&p, "bad_page19");
+    run.expect_code(0);
+    assert_eq!(run.stdout, "page19 answered\n");
+}
+
+#[test]
+fn a_tool_list_that_changes_on_every_listing_still_serves_calls() {
+    let p = project(fixture("shifting"));
+    let (bad, demo) = list(&p, "10");
+    // `echo`, `fault` and one `gen<n>`, whichever listing was kept last.
+    connected(&bad, 3);
+    demo_answers(&p, &demo);
+    let run = call_within(&p, "bad_fault");
+    run.expect_code(0);
+    assert_eq!(run.stdout, "fault answered\n");
+}
+
+#[test]
+fn a_flood_of_log_notifications_does_not_stop_the_answer() {
+    let p = project(fixture("flood"));
+    let (bad, demo) = list(&p, "10");
+    connected(&bad, 2);
+    demo_answers(&p, &demo);
+    // 10,000 `notifications/message` before the answer.
+    let run = call_within(&p, "bad_fault");
+    run.expect_code(0);
+    assert_eq!(run.stdout, "fault answered\n");
+}
