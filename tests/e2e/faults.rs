@@ -93,7 +93,7 @@ fn a_server_that_exits_during_initialize_is_an_error_with_its_stderr() {
     run.expect_code(2);
     assert!(
         run.stderr
-            .contains(&"core-agent: mcp: bad (stdio): error after "),
+            .contains("core-agent: mcp: bad (stdio): error after "),
         "{}",
         run.stderr
     );
