@@ -188,8 +188,10 @@ fn sigterm_to_core_agent_stops_its_servers() {
 }
 
 /// A call waits only for its own server: next to a server that never answers
-/// `initialize`, it runs as soon as the demo server is ready, long before the
-/// other's start timeout, and the stuck server is stopped at exit.
+/// `initialize`, it runs as soon as its own server is ready, long before the
+/// other's start timeout, and the stuck server is stopped at exit. The call
+/// (`hold`) answers once the stuck server has recorded its pid, so the stuck
+/// server is certainly running while the call is made.
 #[test]
 fn a_call_does_not_wait_for_a_server_that_never_starts() {
     let p = Project::empty();
@@ -198,20 +200,20 @@ fn a_call_does_not_wait_for_a_server_that_never_starts() {
     hang["env"] = json!({"FIXTURE_PID_FILE": pid_file});
     p.write(
         ".agents/mcp.json",
-        &json!({"version": 1, "servers": {"demo": crate::demo_server(), "stuck": hang}})
-            .to_string(),
+        &json!({"version": 1, "servers": {"held": fixture("load"), "stuck": hang}}).to_string(),
     );
+    let args = json!({"path": pid_file}).to_string();
     let run = p.run(&[
         "call",
         "--verbose",
         "--yes",
-        "demo_divide",
-        r#"{"a": 1, "b": 4}"#,
+        "held_hold",
+        &args,
         "--start-timeout",
         "30",
     ]);
     run.expect_code(0);
-    assert_eq!(run.stdout, "0.25\n");
+    assert_eq!(run.stdout, format!("released {}\n", pid_file.display()));
     // Had the call waited for every server, the stuck one's start would have
     // timed out first and said so.
     assert!(
@@ -221,7 +223,9 @@ fn a_call_does_not_wait_for_a_server_that_never_starts() {
     );
     assert!(
         run.stderr
-            .contains("core-agent: mcp: demo (stdio): 4 tools in")
+            .contains("core-agent: mcp: held (stdio): 3 tools in"),
+        "{}",
+        run.stderr
     );
     let pids = recorded_pids(&pid_file);
     assert_eq!(pids.len(), 1, "the stuck server was started");
