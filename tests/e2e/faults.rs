@@ -160,6 +160,43 @@ fn a_tool_list_that_changes_on_every_listing_still_serves_calls() {
     assert_eq!(run.stdout, "fault answered\n");
 }
 
+/// Under `serve`, which lives for days, a server that announces a change
+/// after every listing is re-listed a few times a second (the re-lists are
+/// coalesced and paced), not once per notification as fast as it answers.
+#[test]
+fn a_tool_list_that_changes_on_every_listing_is_re_listed_at_a_bounded_rate() {
+    let p = Project::empty();
+    let lists = p.path().join("lists");
+    let mut shifting = fixture("shifting");
+    shifting["env"] = json!({"FIXTURE_LISTS": lists});
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"bad": shifting, "demo": demo_server()}}).to_string(),
+    );
+    let (mut child, _) = crate::recovery::serve_until_ready(&p, 2);
+    // The fixture rewrites the count on every listing: read until whole.
+    let count = || loop {
+        if let Ok(n) = std::fs::read_to_string(&lists)
+            .unwrap_or_default()
+            .parse::<u64>()
+        {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let ready = count();
+    std::thread::sleep(Duration::from_secs(3));
+    let after = count();
+    let _ = child.kill();
+    let _ = child.wait();
+    // One re-list every 500 ms at most: 6 in 3 s, plus slack for one in flight.
+    let relists = after - ready;
+    assert!(
+        (1..=8).contains(&relists),
+        "{relists} listings in 3 s (before the fix: thousands)"
+    );
+}
+
 #[test]
 fn a_flood_of_log_notifications_does_not_stop_the_answer() {
     let p = project(fixture("flood"));

@@ -38,7 +38,7 @@ fn stubborn(pid_file: &Path) -> Value {
 
 /// Starts `core-agent serve` (stdio; its stdin stays open) in `p`, and
 /// waits until the stderr lines of `ready` servers say they are up.
-fn serve_until_ready(p: &Project, ready: usize) -> (Child, Vec<String>) {
+pub(crate) fn serve_until_ready(p: &Project, ready: usize) -> (Child, Vec<String>) {
     let mut cmd = p.command(&["serve", "--mode", "yolo"]);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())

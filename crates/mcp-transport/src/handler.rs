@@ -1,8 +1,9 @@
 //! The client side of each connection: capabilities, elicitation and
 //! `tools/list_changed`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
@@ -41,10 +42,19 @@ pub(crate) struct Handler {
     pub(crate) max_pages: usize,
 }
 
+/// Re-lists after `tools/list_changed` begin at least this far apart: a
+/// server that announces a change after every listing (or floods the
+/// notification) costs a few listings a second, not one per notification.
+pub(crate) const MIN_RELIST_INTERVAL: Duration = Duration::from_millis(500);
+
 /// A server's current tool list. Listings can overlap (the first
-/// `tools/list` with a re-list after `tools/list_changed`, or two re-lists),
-/// and the one that *began* last is the newest: a listing that began before
-/// a notification never replaces one that began after it.
+/// `tools/list` with a re-list after `tools/list_changed`), and the one that
+/// *began* last is the newest: a listing that began before a notification
+/// never replaces one that began after it.
+///
+/// Re-lists are coalesced: one re-lister per connection at a time, and every
+/// notification that arrives while it runs or waits is answered by its next
+/// listing.
 #[derive(Debug)]
 pub(crate) struct ToolState {
     /// How many `tools/list_changed` notifications have arrived.
@@ -52,6 +62,10 @@ pub(crate) struct ToolState {
     current: RwLock<Listing>,
     /// Bumped whenever any server of the set keeps a new listing.
     changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// A re-lister is running (or about to).
+    relisting: AtomicBool,
+    /// When the last re-list began.
+    last_relist: Mutex<Option<Instant>>,
 }
 
 #[derive(Debug, Default)]
@@ -70,7 +84,43 @@ impl ToolState {
             notified: AtomicU64::new(0),
             current: RwLock::new(Listing::default()),
             changed,
+            relisting: AtomicBool::new(false),
+            last_relist: Mutex::new(None),
         }
+    }
+
+    /// Claims the one re-lister slot; false when a re-lister already runs
+    /// (it will see the newer generation and list again).
+    fn claim_relister(&self) -> bool {
+        !self.relisting.swap(true, Ordering::SeqCst)
+    }
+
+    /// How long the next re-list has to wait to keep the minimum interval,
+    /// and marks it as begun at the end of that wait.
+    fn pace(&self) -> Duration {
+        let now = Instant::now();
+        let Ok(mut last) = self.last_relist.lock() else {
+            return Duration::ZERO;
+        };
+        let start = match *last {
+            Some(previous) => (previous + MIN_RELIST_INTERVAL).max(now),
+            None => now,
+        };
+        *last = Some(start);
+        start - now
+    }
+
+    /// Ends a re-lister that has answered generation `since`. True when a
+    /// notification arrived meanwhile and this re-lister must go on (it
+    /// kept or took back the slot).
+    fn finish_relister(&self, since: u64) -> bool {
+        if self.begin() > since {
+            return true;
+        }
+        self.relisting.store(false, Ordering::SeqCst);
+        // A notification that came between the check and the release saw
+        // the slot taken and left its re-list to us.
+        self.begin() > since && self.claim_relister()
     }
 
     /// The generation a listing that begins now reflects.
@@ -158,14 +208,83 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        let since = self.tools.notify();
-        match crate::server::list_tools(&context.peer, self.max_pages).await {
-            Ok(listed) => self.tools.store(since, listed),
-            // Shutting down while a re-list is in flight is not worth a warning.
-            Err(rmcp::ServiceError::TransportClosed) => {}
+        self.tools.notify();
+        if !self.tools.claim_relister() {
+            return;
+        }
+        let tools = self.tools.clone();
+        let server = self.server.clone();
+        let max_pages = self.max_pages;
+        tokio::spawn(async move {
+            relist(&tools, &context.peer, &server, max_pages).await;
+        });
+    }
+}
+
+/// The one re-lister of a connection: lists, paced by
+/// [`MIN_RELIST_INTERVAL`], until no `tools/list_changed` is left unanswered
+/// or the connection ends.
+async fn relist(tools: &ToolState, peer: &rmcp::Peer<RoleClient>, server: &str, max_pages: usize) {
+    loop {
+        tokio::time::sleep(tools.pace()).await;
+        let since = tools.begin();
+        match crate::server::list_tools(peer, max_pages).await {
+            Ok(listed) => tools.store(since, listed),
+            // The connection ended: nothing left to re-list.
+            Err(rmcp::ServiceError::TransportClosed) => {
+                tools.relisting.store(false, Ordering::SeqCst);
+                return;
+            }
             Err(e) => {
-                tracing::warn!(server = %self.server, "re-listing tools after list_changed failed: {e}")
+                tracing::warn!(server = %server, "re-listing tools after list_changed failed: {e}")
             }
         }
+        if !tools.finish_relister(since) {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> ToolState {
+        ToolState::new(Arc::new(tokio::sync::watch::channel(0).0))
+    }
+
+    #[test]
+    fn one_relister_at_a_time_and_it_goes_on_while_notifications_arrive() {
+        let s = state();
+        s.notify();
+        assert!(s.claim_relister());
+        // A second notification while it runs: no second re-lister.
+        s.notify();
+        assert!(!s.claim_relister());
+        let since = 1;
+        // It answered generation 1 but 2 arrived: it goes on.
+        assert!(s.finish_relister(since));
+        assert!(!s.finish_relister(2));
+        // Released: the next notification gets a new re-lister.
+        s.notify();
+        assert!(s.claim_relister());
+    }
+
+    #[test]
+    fn re_lists_are_paced_by_the_minimum_interval() {
+        let s = state();
+        assert_eq!(s.pace(), Duration::ZERO, "the first re-list begins at once");
+        let second = s.pace();
+        assert!(
+            second > MIN_RELIST_INTERVAL - Duration::from_millis(50)
+                && second <= MIN_RELIST_INTERVAL,
+            "{second:?}"
+        );
+        // A third, asked for at once, waits one more interval after the second.
+        let third = s.pace();
+        assert!(
+            third > second + MIN_RELIST_INTERVAL - Duration::from_millis(50),
+            "{third:?}"
+        );
     }
 }
