@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use core_agent_e2e::{Project, Run};
+use core_agent_e2e::{Project, Run, bin};
 use serde_json::{Value, json};
 
 use crate::{by_name, demo_server, fixture};
@@ -207,4 +207,144 @@ fn a_flood_of_log_notifications_does_not_stop_the_answer() {
     let run = call_within(&p, "bad_fault");
     run.expect_code(0);
     assert_eq!(run.stdout, "fault answered\n");
+}
+
+/// Runs `core-agent ARGS` in `p` under `fixture-server peak-rss`: the run
+/// (its stderr without the measurement) and the peak resident size in KiB
+/// of the largest process of the run (core-agent; its supervisors and
+/// servers stay small).
+fn measured(p: &Project, args: &[&str]) -> (Run, u64) {
+    let inner = p.command(args);
+    let mut cmd = std::process::Command::new(bin("fixture-server"));
+    cmd.arg("peak-rss")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(p.path())
+        .stdin(std::process::Stdio::null());
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let mut run = p.run_with(cmd);
+    let (rest, last) = run
+        .stderr
+        .trim_end_matches('\n')
+        .rsplit_once('\n')
+        .unwrap_or(("", run.stderr.trim_end_matches('\n')));
+    let kib = last
+        .strip_prefix("peak-rss-kib ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no measurement: {run:?}"));
+    run.stderr = if rest.is_empty() {
+        String::new()
+    } else {
+        format!("{rest}\n")
+    };
+    (run, kib)
+}
+
+/// The peak memory of a small call in `p`: what core-agent needs anyway.
+fn baseline(p: &Project) -> u64 {
+    let (run, kib) = measured(p, &["call", "--yes", "demo_divide", r#"{"a": 1, "b": 4}"#]);
+    run.expect_code(0);
+    kib
+}
+
+const MIB_IN_KIB: u64 = 1024;
+
+#[test]
+fn a_100_mib_line_without_a_newline_stops_that_server_in_bounded_memory() {
+    let p = project(fixture("huge-line"));
+    let (bad, demo) = list(&p, "10");
+    connected(&bad, 2);
+    let base = baseline(&p);
+    // `fault` starts a notification and writes 100 MiB of it, never ending it.
+    let (run, peak) = measured(
+        &p,
+        &["call", "--yes", "--call-timeout", "60", "bad_fault", "{}"],
+    );
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "core-agent: server `bad` sent a message longer than max_message_bytes (16 MiB), \
+             so it was stopped during the call to `fault`"
+        ),
+        "{run:?}"
+    );
+    // It failed when the line passed the limit, not at the call timeout.
+    assert!(run.elapsed < Duration::from_secs(30), "{run:?}");
+    // Reading stopped at the limit: the growth stays under 3x the largest
+    // message allowed (16 MiB), far from the 100 MiB sent.
+    let growth = peak.saturating_sub(base);
+    assert!(
+        growth < 3 * 16 * MIB_IN_KIB,
+        "peak {peak} KiB, {growth} KiB over the {base} KiB of a small call"
+    );
+    demo_answers(&p, &demo);
+}
+
+#[test]
+fn a_50_mib_result_is_refused_at_the_default_limit_and_kept_whole_under_a_raised_one() {
+    let mut big = fixture("huge-result");
+    big["limits"] = json!({"max_message_bytes": 64 * 1024 * 1024});
+    let p = Project::new(&json!({"version": 1, "servers": {
+        "bad": fixture("huge-result"), "big": big, "demo": demo_server(),
+    }}));
+    let base = baseline(&p);
+    // At the default limit (16 MiB) the answer is not read: the server is
+    // stopped and the call says why, at once.
+    let (run, peak) = measured(&p, &["call", "--yes", "bad_fault", "{}"]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "core-agent: server `bad` sent a message longer than max_message_bytes (16 MiB), \
+             so it was stopped during the call to `fault`"
+        ),
+        "{run:?}"
+    );
+    let growth = peak.saturating_sub(base);
+    assert!(
+        growth < 3 * 16 * MIB_IN_KIB,
+        "peak {peak} KiB, base {base} KiB"
+    );
+
+    // Under 64 MiB it is read, digested for the caller, and stored whole.
+    let db = p.path().join("s.db");
+    let db = db.to_str().unwrap();
+    let (run, peak) = measured(
+        &p,
+        &[
+            "call",
+            "--yes",
+            "--json",
+            "--session-db",
+            db,
+            "big_fault",
+            "{}",
+        ],
+    );
+    run.expect_code(0);
+    let result = run.json();
+    let envelope: Value =
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(envelope["raw_bytes"], 50 * 1024 * 1024, "{envelope}");
+    assert!(run.stdout.len() < 200 * 1024, "{} bytes", run.stdout.len());
+    let growth = peak.saturating_sub(base);
+    assert!(
+        growth < 3 * 64 * MIB_IN_KIB,
+        "peak {peak} KiB, {growth} KiB over the {base} KiB of a small call"
+    );
+    let raw = p.run(&[
+        "raw",
+        envelope["call_id"].as_str().unwrap(),
+        "--session-db",
+        db,
+    ]);
+    raw.expect_code(0);
+    let payload = raw.stdout.trim_end_matches('\n');
+    assert_eq!(payload.len(), 50 * 1024 * 1024);
+    assert!(payload.bytes().all(|b| b == b'y'));
+    eprintln!("50 MiB result: peak {peak} KiB, a small call {base} KiB");
 }

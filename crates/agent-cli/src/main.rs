@@ -1434,13 +1434,14 @@ fn print_server_config(s: &core_agent_host::ServerConfigReport) {
     lines.push((
         "limits",
         format!(
-            "max_tools {}, max_pages {}, max_input_schema_bytes {}, max_result_bytes {}, call_timeout_ms {}, max_concurrent_calls {}",
+            "max_tools {}, max_pages {}, max_input_schema_bytes {}, max_result_bytes {}, call_timeout_ms {}, max_concurrent_calls {}, max_message_bytes {}",
             l.max_tools,
             l.max_pages,
             l.max_input_schema_bytes,
             l.max_result_bytes,
             l.call_timeout_ms,
-            l.max_concurrent_calls
+            l.max_concurrent_calls,
+            l.max_message_bytes
         ),
     ));
     for (k, v) in lines {

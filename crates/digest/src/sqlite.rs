@@ -60,32 +60,44 @@ impl Store for SqliteStore {
             .map_err(err)
     }
 
+    /// The payload is written in place (a `zeroblob` of its size, then
+    /// incremental blob I/O), so SQLite never holds a copy of it: a payload
+    /// of tens of MiB costs no more memory than the caller already has.
     fn put(&self, r: RawRecord) -> Result<()> {
-        let inserted = self
-            .conn()?
+        use std::io::Write;
+        let mut conn = self.conn()?;
+        let tx = conn.transaction().map_err(err)?;
+        let inserted = tx
             .execute(
                 "INSERT INTO raw_payloads (call_id, session_id, server, tool, created_ms, payload)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (call_id) DO NOTHING",
+                 VALUES (?1, ?2, ?3, ?4, ?5, zeroblob(?6)) ON CONFLICT (call_id) DO NOTHING",
                 params![
                     r.call_id,
                     r.session_id,
                     r.server,
                     r.tool,
                     r.created_ms as i64,
-                    r.payload
+                    r.payload.len() as i64
                 ],
             )
             .map_err(err)?;
         if inserted == 0 {
             return Err(Error::Duplicate { call_id: r.call_id });
         }
-        Ok(())
+        let row = tx.last_insert_rowid();
+        {
+            let mut blob = tx
+                .blob_open(rusqlite::MAIN_DB, "raw_payloads", "payload", row, false)
+                .map_err(err)?;
+            blob.write_all(r.payload.as_bytes()).map_err(err)?;
+        }
+        tx.commit().map_err(err)
     }
 
     fn get(&self, call_id: &str) -> Result<Option<RawRecord>> {
         self.conn()?
             .query_row(
-                "SELECT call_id, session_id, server, tool, created_ms, payload FROM raw_payloads WHERE call_id = ?1",
+                "SELECT call_id, session_id, server, tool, created_ms, CAST(payload AS TEXT) FROM raw_payloads WHERE call_id = ?1",
                 params![call_id],
                 |row| {
                     Ok(RawRecord {

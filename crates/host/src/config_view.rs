@@ -166,6 +166,8 @@ pub struct LimitsReport {
     pub call_timeout_ms: u64,
     /// Calls in flight at most.
     pub max_concurrent_calls: usize,
+    /// Largest message read from the server.
+    pub max_message_bytes: usize,
 }
 
 impl From<&Limits> for LimitsReport {
@@ -177,6 +179,7 @@ impl From<&Limits> for LimitsReport {
             max_result_bytes: l.max_result_bytes,
             call_timeout_ms: l.call_timeout_ms,
             max_concurrent_calls: l.max_concurrent_calls,
+            max_message_bytes: l.max_message_bytes,
         }
     }
 }

@@ -143,7 +143,8 @@ impl DigestWrap {
     /// structured content. With the LLM path on, a payload still over the
     /// threshold is summarized.
     /// Never fails: if the store cannot keep the payload, the result passes
-    /// untouched.
+    /// untouched (or, when its one text was moved into the record, as the
+    /// digest without a `call_id`, saying why).
     pub async fn apply(
         &self,
         mut result: CallToolResult,
@@ -153,10 +154,17 @@ impl DigestWrap {
         if under_threshold(&result, self.settings.threshold) {
             return result;
         }
-        let Some(payload) = payload_of(&result) else {
+        // A result of one text is digested from that text, moved out of the
+        // result rather than copied: a result of tens of MiB is held once.
+        let sole = sole_text(&mut result);
+        let moved = sole.is_some();
+        let Some(payload) = sole.or_else(|| payload_of(&result)) else {
             return result;
         };
         let Some(digested) = route(&payload, &self.settings) else {
+            if moved {
+                result.content.insert(0, ContentBlock::text(payload));
+            }
             return result;
         };
         let call_id = new_call_id();
@@ -179,6 +187,15 @@ impl DigestWrap {
             .then(|| record.payload.clone());
         if let Err(e) = self.store.put(record) {
             tracing::warn!("the digest is skipped for this result: {e}");
+            if moved {
+                result.content.insert(
+                    0,
+                    ContentBlock::text(format!(
+                        "{}\n[core-agent: the raw payload ({} bytes) could not be stored: {e}]",
+                        digested.digest, digested.raw_bytes
+                    )),
+                );
+            }
             return result;
         }
         let mut event = DigestEvent::new(digested.method, digested.raw_bytes, 0);
@@ -227,6 +244,28 @@ pub fn payload_of(result: &CallToolResult) -> Option<String> {
             Some(structured.to_string())
         }
         (_, true) => Some(text),
+    }
+}
+
+/// The text of a result whose payload is its one text block (no structured
+/// content, one non-blank text), moved out of the result, which is left
+/// without it.
+fn sole_text(result: &mut CallToolResult) -> Option<String> {
+    if result.structured_content.is_some() {
+        return None;
+    }
+    let mut texts = result.content.iter().filter(|c| c.as_text().is_some());
+    let only = texts.next()?;
+    if texts.next().is_some() || only.as_text()?.text.trim().is_empty() {
+        return None;
+    }
+    let at = result.content.iter().position(|c| c.as_text().is_some())?;
+    match result.content.remove(at) {
+        ContentBlock::Text(text) => Some(text.text),
+        other => {
+            result.content.insert(at, other);
+            None
+        }
     }
 }
 

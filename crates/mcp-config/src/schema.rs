@@ -382,6 +382,7 @@ const LIMITS: &[&str] = &[
     "max_result_bytes",
     "call_timeout_ms",
     "max_concurrent_calls",
+    "max_message_bytes",
 ];
 
 /// The keys valid in the object at `pointer`.
@@ -457,7 +458,8 @@ fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
                 | "max_input_schema_bytes"
                 | "max_result_bytes"
                 | "call_timeout_ms"
-                | "max_concurrent_calls",
+                | "max_concurrent_calls"
+                | "max_message_bytes",
             ],
         ) => "a whole number, such as 10",
         (_, [.., "callback_port"]) => "a port number, such as 8976",

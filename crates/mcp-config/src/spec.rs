@@ -335,6 +335,9 @@ pub struct Limits {
     pub call_timeout_ms: u64,
     /// Calls in flight to the server at most (4).
     pub max_concurrent_calls: usize,
+    /// One message from the server (a stdio line, an HTTP body or SSE
+    /// event) longer than this stops the server (16 MiB).
+    pub max_message_bytes: usize,
 }
 
 impl Default for Limits {
@@ -346,6 +349,7 @@ impl Default for Limits {
             max_result_bytes: 128 * 1024,
             call_timeout_ms: 30_000,
             max_concurrent_calls: 4,
+            max_message_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -368,6 +372,7 @@ impl Limits {
         self.max_result_bytes = size("max_result_bytes", self.max_result_bytes);
         self.call_timeout_ms = get("call_timeout_ms").unwrap_or(self.call_timeout_ms);
         self.max_concurrent_calls = size("max_concurrent_calls", self.max_concurrent_calls);
+        self.max_message_bytes = size("max_message_bytes", self.max_message_bytes);
         self
     }
 }

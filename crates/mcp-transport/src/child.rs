@@ -43,6 +43,46 @@ impl StderrTail {
     }
 }
 
+/// What the stdout filter noticed besides the protocol: the first line that
+/// was not a protocol message, and a line past the message limit (after
+/// which it stopped reading).
+#[derive(Debug, Default)]
+pub(crate) struct StdoutNotes {
+    noise: Mutex<Option<String>>,
+    overflow: Mutex<Option<String>>,
+}
+
+impl StdoutNotes {
+    /// The first line that was not a protocol message.
+    pub(crate) fn noise(&self) -> Option<String> {
+        self.noise.lock().ok().and_then(|n| n.clone())
+    }
+
+    /// Why the filter stopped reading, as the end of a sentence about the
+    /// server (`sent a message longer than …, so it was stopped`).
+    pub(crate) fn overflow(&self) -> Option<String> {
+        self.overflow.lock().ok().and_then(|n| n.clone())
+    }
+
+    fn set(slot: &Mutex<Option<String>>, text: String) {
+        if let Ok(mut slot) = slot.lock()
+            && slot.is_none()
+        {
+            *slot = Some(text);
+        }
+    }
+}
+
+/// `n` bytes in words: `16 MiB` when whole mebibytes, else `1500 bytes`.
+pub(crate) fn bytes(n: usize) -> String {
+    const MIB: usize = 1024 * 1024;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB", n / MIB)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
 /// Extra time a supervisor gets, past the kill grace, to stop its server's
 /// group and reap it before the host kills the supervisor itself.
 const SUPERVISOR_SLACK: Duration = Duration::from_secs(2);
@@ -56,7 +96,7 @@ pub(crate) struct ChildProcess {
     supervised: bool,
     stderr: StderrTail,
     drain: Option<tokio::task::JoinHandle<()>>,
-    noise: Arc<Mutex<Option<String>>>,
+    noise: Arc<StdoutNotes>,
     /// How the process ended, once it has (set by the task that waits for it).
     exit: watch::Receiver<Option<Ended>>,
     /// `terminate` has run: the group is gone.
@@ -110,7 +150,9 @@ impl ChildProcess {
     ///
     /// stdout goes through a filter: JSON lines reach the returned reader,
     /// anything else (a banner, a log line) is dropped and the first such
-    /// line is kept for [`ChildProcess::stdout_noise`].
+    /// line is kept for [`ChildProcess::stdout_noise`]; a line longer than
+    /// `max_line` bytes ends the stream (see [`StdoutNotes::overflow`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn spawn(
         server: &str,
         command: &str,
@@ -118,6 +160,7 @@ impl ChildProcess {
         env: &BTreeMap<String, String>,
         supervisor: Option<&Supervisor>,
         grace: Duration,
+        max_line: usize,
     ) -> Result<(ChildProcess, DuplexStream, ChildStdin), StartError> {
         let mut cmd = match supervisor {
             Some(s) => {
@@ -182,9 +225,9 @@ impl ChildProcess {
                 }
             })
         });
-        let noise = Arc::new(Mutex::new(None));
+        let noise = Arc::new(StdoutNotes::default());
         let (reader, writer) = tokio::io::duplex(64 * 1024);
-        tokio::spawn(filter_stdout(stdout, writer, noise.clone()));
+        tokio::spawn(filter_stdout(stdout, writer, noise.clone(), max_line));
         let pid = child.id();
         let supervised = supervisor.is_some();
         let (ended, exit) = watch::channel(None);
@@ -229,13 +272,18 @@ impl ChildProcess {
 
     /// Where the first non-protocol stdout line is kept, to read it later
     /// without the child.
-    pub(crate) fn noise_handle(&self) -> Arc<Mutex<Option<String>>> {
+    pub(crate) fn noise_handle(&self) -> Arc<StdoutNotes> {
         self.noise.clone()
     }
 
     /// The first line the child wrote to stdout that was not a protocol message.
     pub(crate) fn stdout_noise(&self) -> Option<String> {
-        self.noise.lock().ok().and_then(|n| n.clone())
+        self.noise.noise()
+    }
+
+    /// Why stdout stopped being read, when a line was too long.
+    pub(crate) fn stdout_overflow(&self) -> Option<String> {
+        self.noise.overflow()
     }
 
     /// How the child ended, if it has.
@@ -289,42 +337,79 @@ impl ChildProcess {
     }
 }
 
-/// Copies JSON lines from the child's stdout to `out`; remembers the first
-/// line that is not JSON.
+/// What the current stdout line is, once its first non-blank byte is seen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum LineKind {
+    Blank,
+    Protocol,
+    Noise,
+}
+
+/// Copies JSON lines from the child's stdout to `out` as they arrive (a line
+/// is never held whole here); remembers the first line that is not JSON. A
+/// line longer than `max_line` bytes ends the copy: what is in `notes` says
+/// why, and `out` ends, so the connection ends and the server is stopped.
+/// Memory stays bounded whatever the child writes.
 async fn filter_stdout(
     stdout: tokio::process::ChildStdout,
     mut out: DuplexStream,
-    noise: Arc<Mutex<Option<String>>>,
+    notes: Arc<StdoutNotes>,
+    max_line: usize,
 ) {
-    let mut reader = BufReader::new(stdout);
-    let mut line = Vec::new();
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut kind = LineKind::Blank;
+    let mut length = 0_usize;
+    let mut noise = Vec::new();
     loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let protocol = matches!(
-                    line.iter().find(|b| !b.is_ascii_whitespace()),
-                    Some(b'{' | b'[')
-                );
-                let blank = line.iter().all(u8::is_ascii_whitespace);
-                match (protocol, blank) {
-                    (true, _) => {
-                        if out.write_all(&line).await.is_err() {
-                            break;
-                        }
-                    }
-                    (false, false) => {
-                        if let Ok(mut slot) = noise.lock()
-                            && slot.is_none()
-                        {
-                            let text = String::from_utf8_lossy(&line);
-                            *slot = Some(truncate(text.trim(), TAIL_LINE_BYTES));
-                        }
-                    }
-                    (false, true) => {}
+        let chunk = match reader.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(chunk) => chunk,
+        };
+        let newline = chunk.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(chunk.len(), |i| i + 1);
+        let mut piece = &chunk[..take];
+        length += newline.map_or(take, |i| i);
+        if length > max_line {
+            StdoutNotes::set(
+                &notes.overflow,
+                format!(
+                    "sent a message longer than max_message_bytes ({}), so it was stopped",
+                    bytes(max_line)
+                ),
+            );
+            break;
+        }
+        if kind == LineKind::Blank
+            && let Some(first) = piece.iter().position(|b| !b.is_ascii_whitespace())
+        {
+            kind = if matches!(piece[first], b'{' | b'[') {
+                LineKind::Protocol
+            } else {
+                LineKind::Noise
+            };
+            piece = &piece[first..];
+        }
+        match kind {
+            LineKind::Protocol => {
+                if out.write_all(piece).await.is_err() {
+                    break;
                 }
             }
+            LineKind::Noise if noise.len() < TAIL_LINE_BYTES + 4 => {
+                let room = TAIL_LINE_BYTES + 4 - noise.len();
+                noise.extend_from_slice(&piece[..piece.len().min(room)]);
+            }
+            LineKind::Noise | LineKind::Blank => {}
+        }
+        reader.consume(take);
+        if newline.is_some() {
+            if kind == LineKind::Noise {
+                let text = String::from_utf8_lossy(&noise);
+                StdoutNotes::set(&notes.noise, truncate(text.trim(), TAIL_LINE_BYTES));
+            }
+            kind = LineKind::Blank;
+            length = 0;
+            noise.clear();
         }
     }
     let _ = out.shutdown().await;

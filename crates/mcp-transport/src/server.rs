@@ -244,7 +244,7 @@ pub(crate) struct Connection {
     /// How the child ended, once it has.
     exit: Option<tokio::sync::watch::Receiver<Option<Ended>>>,
     /// The child's first non-protocol stdout line, readable without the child.
-    noise: Option<Arc<std::sync::Mutex<Option<String>>>>,
+    noise: Option<Arc<crate::child::StdoutNotes>>,
     server_info: Option<Implementation>,
     kill_grace: Duration,
     /// Why the connection ended and what happens next, once known (for
@@ -301,13 +301,19 @@ impl Connection {
                 stderr: Vec::new(),
             };
         };
-        // A server that closed stdout is given a moment to exit.
-        let by_itself = child.wait_exit(Duration::from_millis(500)).await;
+        // A server that closed stdout is given a moment to exit; one whose
+        // stdout is no longer read (a message past the limit) is not.
+        let overflow = child.stdout_overflow();
+        let by_itself = match overflow {
+            Some(_) => None,
+            None => child.wait_exit(Duration::from_millis(500)).await,
+        };
         child.terminate(self.kill_grace).await;
         Ending {
-            how: match by_itself {
-                Some(ended) => ended.sentence(),
-                None => "closed its stdout (it was stopped)".to_owned(),
+            how: match (by_itself, overflow) {
+                (Some(ended), _) => ended.sentence(),
+                (None, Some(overflow)) => overflow,
+                (None, None) => "closed its stdout (it was stopped)".to_owned(),
             },
             stderr: child.stderr_lines().await,
         }
@@ -430,7 +436,7 @@ impl Server {
     pub fn stdout_noise(&self) -> Option<String> {
         let conn = self.connection()?;
         let noise = conn.noise.as_ref()?;
-        noise.lock().ok().and_then(|n| n.clone())
+        noise.noise()
     }
 
     /// Things about the server the operator should hear (for example that
@@ -940,7 +946,10 @@ impl Relaunch {
                 url,
                 headers,
                 source,
-            } => start_http(handler, &url, &headers, source, &self.options).await,
+            } => {
+                let max_message = self.entry.spec.limits.max_message_bytes;
+                start_http(handler, &url, &headers, source, max_message, &self.options).await
+            }
         }
     }
 
@@ -1109,9 +1118,14 @@ async fn start_stdio(
         env,
         options.supervisor.as_ref(),
         options.kill_grace,
+        entry.spec.limits.max_message_bytes,
     )
     .await?;
-    let error = match handshake(handler, (stdout, stdin), options.timeout).await {
+    // The filter already stops at the limit; rmcp's own cap (16 MiB by
+    // default) must not drop a line the limit allows.
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
+        .with_max_line_length(entry.spec.limits.max_message_bytes.saturating_add(2));
+    let error = match handshake(handler, transport, options.timeout).await {
         Some(Ok(service)) => return Ok((service, Some(child))),
         Some(Err(e)) => {
             // A child that died explains the failure better than the broken pipe did.
@@ -1122,6 +1136,12 @@ async fn start_stdio(
             let mut stderr = child.stderr_lines().await;
             let stdout = child.stdout_noise();
             match (exited, e) {
+                // It was stopped for a message past the limit: say so.
+                (_, _) if child.stdout_overflow().is_some() => StartError::Initialize {
+                    message: child.stdout_overflow().unwrap_or_default(),
+                    stdout,
+                    stderr,
+                },
                 // The supervisor could not start the command: it said why.
                 (Some(Ended::Code(crate::supervise::NOT_FOUND)), _) if child.supervised() => {
                     StartError::NotFound {
@@ -1164,6 +1184,7 @@ async fn start_http(
     url: &str,
     headers: &[(String, String)],
     source: Option<Arc<dyn TokenSource>>,
+    max_message: usize,
     options: &StartOptions,
 ) -> Started {
     let mut custom = HashMap::new();
@@ -1181,8 +1202,12 @@ async fn start_http(
             })?;
         custom.insert(header_name, header_value);
     }
-    let config =
+    let mut config =
         StreamableHttpClientTransportConfig::with_uri(url.to_owned()).custom_headers(custom);
+    // One body or SSE event past the limit ends the request with
+    // `ResponseBodyTooLarge`, never an unbounded read.
+    config.max_sse_event_size = max_message;
+    config.max_json_response_size = max_message;
     let described = source.as_ref().map(|s| s.describe());
     let name = handler.server.clone();
     let outcome = match source {
