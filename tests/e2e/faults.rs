@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use core_agent_e2e::{Project, Run, bin};
+use core_agent_e2e::{Background, Project, Run, bin, free_port};
 use serde_json::{Value, json};
 
 use crate::{by_name, demo_server, fixture};
@@ -347,4 +347,101 @@ fn a_50_mib_result_is_refused_at_the_default_limit_and_kept_whole_under_a_raised
     assert_eq!(payload.len(), 50 * 1024 * 1024);
     assert!(payload.bytes().all(|b| b == b'y'));
     eprintln!("50 MiB result: peak {peak} KiB, a small call {base} KiB");
+}
+
+/// `fixture-server http-fault KIND PORT` in the background, and its URL.
+fn http_fault(kind: &str) -> (Background, String) {
+    let port = free_port();
+    let mut cmd = std::process::Command::new(bin("fixture-server"));
+    cmd.args(["http-fault", kind, &port.to_string()]);
+    let server = Background::start(cmd, port);
+    let url = server.url();
+    (server, url)
+}
+
+#[test]
+fn http_servers_answering_500_a_redirect_loop_or_an_endless_body_are_errors() {
+    let (_e500, e500) = http_fault("500");
+    let (_looping, looping) = http_fault("redirect");
+    let (_endless, endless) = http_fault("endless");
+    let p = Project::new(&json!({"version": 1, "servers": {
+        "e500": {"transport": "http", "url": e500},
+        "looping": {"transport": "http", "url": looping},
+        "endless": {"transport": "http", "url": endless},
+        "demo": demo_server(),
+    }}));
+    let base = baseline(&p);
+    let (run, peak) = measured(&p, &["mcp", "list", "--json", "--start-timeout", "20"]);
+    run.expect_code(0);
+    // Each fails at once, not at the start timeout.
+    assert!(run.elapsed < Duration::from_secs(10), "{run:?}");
+    let list = run.json();
+    let error = |name: &str| {
+        let s = by_name(&list, name);
+        assert_eq!(s["status"], "error", "{s}");
+        s["error"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(
+        error("e500"),
+        "initialize failed: the server answered HTTP 500 Internal Server Error: it failed on its side; its own logs say why"
+    );
+    assert!(
+        error("looping").starts_with("initialize failed: the server redirected more than 10 times"),
+        "{list}"
+    );
+    assert_eq!(
+        error("endless"),
+        "initialize failed: the server's answer was longer than max_message_bytes (16 MiB), so it was not read; raise `limits.max_message_bytes` for this server if such answers are expected"
+    );
+    // The endless body was read up to the limit, no further.
+    let growth = peak.saturating_sub(base);
+    assert!(
+        growth < 3 * 16 * MIB_IN_KIB,
+        "peak {peak} KiB, base {base} KiB"
+    );
+    demo_answers(&p, &by_name(&list, "demo"));
+}
+
+#[test]
+fn a_server_that_hangs_and_ignores_the_cancel_costs_the_call_timeout_and_is_killed() {
+    let p = Project::empty();
+    let pids = p.path().join("pids");
+    let mut deaf = fixture("deaf");
+    deaf["env"] = json!({"FIXTURE_PID_FILE": pids});
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"bad": deaf, "demo": demo_server()}}).to_string(),
+    );
+    let run = call_within(&p, "bad_fault");
+    run.expect_code(1);
+    assert_eq!(
+        run.stderr,
+        "core-agent: `fault` on server `bad` did not answer within 3 s; the request was cancelled\n"
+    );
+    // It ignores the cancel, stdin's end and SIGTERM: it was killed after
+    // the grace (3 s), and core-agent did not wait longer than that.
+    assert!(run.elapsed < Duration::from_secs(3 + 3 + 5), "{run:?}");
+    for pid in core_agent_e2e::recorded_pids(&pids) {
+        assert!(
+            !core_agent_e2e::alive(pid),
+            "process {pid} outlived core-agent"
+        );
+    }
+    let (_, demo) = list(&p, "10");
+    demo_answers(&p, &demo);
+}
+
+#[test]
+fn a_server_that_crashes_mid_call_fails_that_call_saying_so() {
+    let p = project(fixture("crashy"));
+    let run = p.run(&["call", "--yes", "bad_crash", "{}"]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "core-agent: server `bad` exited with status 1 during the call to `crash`; its stderr ended with:"
+        ) && run.stderr.contains("fixture: crashing on purpose"),
+        "{run:?}"
+    );
+    let (_, demo) = list(&p, "10");
+    demo_answers(&p, &demo);
 }

@@ -1314,14 +1314,46 @@ fn init_message(e: &ClientInitializeError, source: Option<&str>, server: &str) -
         while let Some(next) = cause.source() {
             cause = next;
         }
+        let cause = cause.to_string();
+        if cause.contains("too many redirects") || cause.contains("exceeded 10 redirects") {
+            return format!(
+                "the server redirected more than 10 times ({cause}): a redirect loop; check `url`"
+            );
+        }
         return format!("cannot reach the server: {cause}");
+    }
+    if let Some(i) = text.find(TOO_LARGE) {
+        let size = text[i + TOO_LARGE.len()..]
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .map_or_else(|| "its limit".to_owned(), crate::child::bytes);
+        return format!(
+            "the server's answer was longer than max_message_bytes ({size}), so it was not read; raise `limits.max_message_bytes` for this server if such answers are expected"
+        );
     }
     let text = match text.find("] error: ") {
         Some(i) => text[i + "] error: ".len()..].to_owned(),
         None => text,
     };
-    text.split(", when send")
+    let text = text
+        .split(", when send")
         .next()
         .unwrap_or_default()
-        .to_owned()
+        .to_owned();
+    // rmcp keeps only the status of a 5xx or 429 (no body).
+    match text
+        .strip_prefix("HTTP ")
+        .and_then(|code| code.parse::<u16>().ok())
+        .and_then(|code| http::StatusCode::from_u16(code).ok())
+    {
+        Some(status) if status.is_server_error() => format!(
+            "the server answered HTTP {status}: it failed on its side; its own logs say why"
+        ),
+        Some(status) => format!("the server answered HTTP {status}; try again later"),
+        None => text,
+    }
 }
+
+/// How rmcp says that a response body passed its limit.
+const TOO_LARGE: &str = "HTTP response body exceeded the maximum size of ";
