@@ -168,7 +168,9 @@ fn strict_quarantines_a_changed_tool_until_trusted_in_the_mcp_servers_dialect() 
     let run = p.run(&["call", "--yes", "fx_stable"]);
     run.expect_code(2);
     assert!(
-        run.stderr.contains("no tool named `fx_stable`"),
+        run.stderr.contains(
+            "core-agent: `fx_stable` is not published: fx: tool `stable` is quarantined (pin: \"strict\")"
+        ),
         "{}",
         run.stderr
     );

@@ -199,7 +199,9 @@ fn max_tools_publishes_the_first_tools_and_names_the_rest() {
     let run = p.run(&["call", "--yes", "everything_get_sum", r#"{"a": 2, "b": 3}"#]);
     run.expect_code(2);
     assert!(
-        run.stderr.contains("no tool named `everything_get_sum`"),
+        run.stderr.contains(&format!(
+            "core-agent: `everything_get_sum` is not published: {warning}"
+        )),
         "{}",
         run.stderr
     );

@@ -870,7 +870,10 @@ async fn execute(
                         0
                     }
                 }
-                Err(e @ core_agent_host::Error::UnknownTool { .. }) => {
+                Err(
+                    e @ (core_agent_host::Error::UnknownTool { .. }
+                    | core_agent_host::Error::Withheld { .. }),
+                ) => {
                     eprintln!("core-agent: {e}");
                     USAGE
                 }

@@ -13,6 +13,15 @@ pub enum Error {
         /// Close names from the catalog.
         suggestions: Vec<String>,
     },
+    /// The tool exists on its server but was left out of the catalog
+    /// (quarantined by its pin, a schema too large, past `max_tools`).
+    #[error("`{name}` is not published: {reason}")]
+    Withheld {
+        /// The name asked for.
+        name: String,
+        /// The catalog warning that left it out, with what to do.
+        reason: String,
+    },
     /// The caller's trust level may not see or call the tool.
     #[error("`{name}` is not available at trust level `{level}`; it allows {allowed}")]
     Restricted {

@@ -1370,10 +1370,21 @@ fn resolve(
     }
     match published.routes.get(name) {
         Some(route) => Ok(Route::Mcp(route.clone())),
-        None => Err(Error::UnknownTool {
-            name: name.to_owned(),
-            suggestions: suggest(&published.catalog, name, level),
-        }),
+        None => match published
+            .catalog
+            .warnings()
+            .iter()
+            .find(|w| w.withholds(name))
+        {
+            Some(warning) => Err(Error::Withheld {
+                name: name.to_owned(),
+                reason: warning.to_string(),
+            }),
+            None => Err(Error::UnknownTool {
+                name: name.to_owned(),
+                suggestions: suggest(&published.catalog, name, level),
+            }),
+        },
     }
 }
 

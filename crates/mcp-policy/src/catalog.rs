@@ -216,6 +216,27 @@ impl Warning {
         }
     }
 
+    /// Whether this warning left out of the catalog the tool that would be
+    /// published as `name` (quarantined by its pin, unverifiable, a schema
+    /// too large, past `max_tools`), so a call to `name` can say why.
+    pub fn withholds(&self, name: &str) -> bool {
+        let is = |server: &str, tool: &str| crate::names::namespaced(server, tool) == name;
+        match self {
+            Warning::ToolChanged {
+                server,
+                tool,
+                quarantined: true,
+                ..
+            }
+            | Warning::SchemaTooLarge { server, tool, .. } => is(server, tool),
+            Warning::Unverified { server, tools } => tools.iter().any(|t| is(server, t)),
+            Warning::TooManyTools {
+                server, dropped, ..
+            } => dropped.iter().any(|t| is(server, t)),
+            _ => false,
+        }
+    }
+
     /// The server the warning is about, when it is about one.
     pub fn server(&self) -> Option<&str> {
         match self {
@@ -833,6 +854,13 @@ mod tests {
         let strict = build(&s);
         assert_eq!(names(&strict), ["fresh", "same"]);
         assert_eq!(strict.warnings()[0].kind(), "tool-quarantined");
+        // A call to it can say why it is missing; a warning withholds nothing else.
+        assert!(strict.warnings()[0].withholds("srv_changed"));
+        assert!(!strict.warnings()[0].withholds("srv_fresh"));
+        assert!(
+            !warned.warnings()[0].withholds("srv_changed"),
+            "warn keeps it"
+        );
         assert_eq!(
             strict.summary("srv").unwrap().to_string(),
             "2 tools (1 left out by the blocklist, 1 left out by the pin (mcp.lock))"
