@@ -15,6 +15,21 @@ fn project(bad: Value) -> Project {
     Project::new(&json!({"version": 1, "servers": {"bad": bad, "demo": demo_server()}}))
 }
 
+/// A project with the fixture `mode` as `bad`, next to the demo, whose
+/// environment variable `var` names the file `file` in the project: the
+/// project and that file's path.
+fn project_with_file(mode: &str, var: &str, file: &str) -> (Project, std::path::PathBuf) {
+    let p = Project::empty();
+    let path = p.path().join(file);
+    let mut bad = fixture(mode);
+    bad["env"] = json!({var: path});
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"bad": bad, "demo": demo_server()}}).to_string(),
+    );
+    (p, path)
+}
+
 /// `mcp list --json` (start timeout `start` seconds): the servers `bad` and `demo`.
 fn list(p: &Project, start: &str) -> (Value, Value) {
     let run = p.run(&["mcp", "list", "--json", "--start-timeout", start]);
@@ -165,14 +180,7 @@ fn a_tool_list_that_changes_on_every_listing_still_serves_calls() {
 /// coalesced and paced), not once per notification as fast as it answers.
 #[test]
 fn a_tool_list_that_changes_on_every_listing_is_re_listed_at_a_bounded_rate() {
-    let p = Project::empty();
-    let lists = p.path().join("lists");
-    let mut shifting = fixture("shifting");
-    shifting["env"] = json!({"FIXTURE_LISTS": lists});
-    p.write(
-        ".agents/mcp.json",
-        &json!({"version": 1, "servers": {"bad": shifting, "demo": demo_server()}}).to_string(),
-    );
+    let (p, lists) = project_with_file("shifting", "FIXTURE_LISTS", "lists");
     let (mut child, _) = crate::recovery::serve_until_ready(&p, 2);
     // The fixture rewrites the count on every listing: read until whole.
     let count = || loop {
@@ -404,14 +412,7 @@ fn http_servers_answering_500_a_redirect_loop_or_an_endless_body_are_errors() {
 
 #[test]
 fn a_server_that_hangs_and_ignores_the_cancel_costs_the_call_timeout_and_is_killed() {
-    let p = Project::empty();
-    let pids = p.path().join("pids");
-    let mut deaf = fixture("deaf");
-    deaf["env"] = json!({"FIXTURE_PID_FILE": pids});
-    p.write(
-        ".agents/mcp.json",
-        &json!({"version": 1, "servers": {"bad": deaf, "demo": demo_server()}}).to_string(),
-    );
+    let (p, pids) = project_with_file("deaf", "FIXTURE_PID_FILE", "pids");
     let run = call_within(&p, "bad_fault");
     run.expect_code(1);
     assert_eq!(

@@ -342,10 +342,17 @@ pub fn group_members(pgid: i32) -> Vec<i32> {
 
 /// The pids a fixture recorded in its pid file.
 pub fn recorded_pids(file: &Path) -> Vec<i32> {
-    std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => panic!("cannot read {}: {e}", file.display()),
+    };
+    text.lines()
+        .map(|l| {
+            l.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("not a pid in {}: {l:?}", file.display()))
+        })
         .collect()
 }
 
