@@ -280,3 +280,49 @@ fn a_url_elicitation_shows_the_url_and_waits_for_the_go_ahead() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("Elicitation ID: e2e-1"), "{out}");
 }
+
+/// The gate's ask on a terminal: the question on the terminal, `y` runs
+/// the call, `n` refuses it with the advice, `a` approves the tool for the
+/// rest of the run (a batch asks once for two calls).
+#[test]
+fn the_gate_asks_on_a_terminal_and_the_answer_decides() {
+    let p = Project::new(&json!({"version": 1, "servers": {"demo": crate::demo_server()}}));
+    let note = ["call", "demo_add_note", r#"{"text": "hi"}"#];
+    let mut s = pty(&p, &note);
+    expect(&mut s, "core-agent: allow ");
+    expect(&mut s, "[y]es / [n]o / [a]lways this session: ");
+    s.send_line("y").unwrap();
+    let (rest, code) = finish(s);
+    assert_eq!(code, 0, "{rest}");
+    assert!(rest.contains("saved note #1: hi"), "{rest}");
+
+    let mut s = pty(&p, &note);
+    expect(&mut s, "[y]es / [n]o / [a]lways this session: ");
+    s.send_line("n").unwrap();
+    let (rest, code) = finish(s);
+    assert_eq!(code, 1, "{rest}");
+    assert!(
+        rest.contains("permission denied: `demo_add_note` needs approval"),
+        "{rest}"
+    );
+    assert!(!rest.contains("saved note"), "{rest}");
+
+    // `always`: one question for both calls of the batch.
+    let batch = p.path().join("batch.jsonl");
+    std::fs::write(
+        &batch,
+        "{\"name\": \"demo_add_note\", \"arguments\": {\"text\": \"one\"}}\n\
+         {\"name\": \"demo_add_note\", \"arguments\": {\"text\": \"two\"}}\n",
+    )
+    .unwrap();
+    let mut s = pty(&p, &["call", "--batch", batch.to_str().unwrap()]);
+    expect(&mut s, "[y]es / [n]o / [a]lways this session: ");
+    s.send_line("a").unwrap();
+    let (rest, code) = finish(s);
+    assert_eq!(code, 0, "{rest}");
+    assert!(!rest.contains("[y]es / [n]o"), "asked twice: {rest}");
+    assert!(
+        rest.contains("saved note #1: one") && rest.contains("saved note #2: two"),
+        "{rest}"
+    );
+}
