@@ -14,7 +14,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use core_agent_e2e::{Project, alive, bin, recorded_pids};
+use core_agent_e2e::{Background, Project, alive, bin, free_port, recorded_pids};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -819,4 +819,49 @@ async fn sigterm_drains_the_call_in_flight_then_stops_every_backend() {
         assert!(!alive(pid), "backend {pid} outlived core-agent serve");
     }
     assert_eq!(serve.backend_pids().len(), 2, "no backend was restarted");
+}
+
+/// `serve` runs for days: a backend that is not up when it starts (an HTTP
+/// server still booting) is tried again, paced like restarts, and joins the
+/// catalog once it answers; its clients hear `tools/list_changed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_is_not_up_at_start_joins_once_it_answers() {
+    let port = free_port();
+    let p = Project::new(&json!({"version": 1, "servers": {
+        "later": {"transport": "http", "url": format!("http://127.0.0.1:{port}/mcp")},
+    }}));
+    // Tries again 0.5 s, 1.5 s, 3.5 s, 7.5 s and 15.5 s after the first start.
+    let serve = Serve::launch(
+        p,
+        &[
+            ("CORE_AGENT_GATEWAY_TOKEN", TOKEN),
+            ("CORE_AGENT_RESTART_DELAY_MS", "500"),
+        ],
+    )
+    .await;
+    let status = |health: &Value| health["servers"][0]["status"].as_str().map(str::to_owned);
+    let deadline = Instant::now() + PATIENCE;
+    while status(&serve.health().await).as_deref() != Some("error") {
+        assert!(Instant::now() < deadline, "{}", serve.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (tx, mut heard) = tokio::sync::mpsc::unbounded_channel();
+    let client = serve.client(TOKEN, ListChanged(tx)).await;
+    let tools = within(client.list_all_tools()).await.unwrap();
+    assert!(
+        !tools.iter().any(|t| t.name.starts_with("later_")),
+        "{tools:?}"
+    );
+
+    let _python = Background::python_on(port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while status(&serve.health().await).as_deref() != Some("connected") {
+        assert!(Instant::now() < deadline, "{}", serve.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    within(heard.recv()).await.unwrap();
+    let tools = within(client.list_all_tools()).await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "later_add"), "{tools:?}");
+    let result = call(&client, "later_add", json!({"a": 2, "b": 3})).await;
+    assert_eq!(text(&result), "5");
 }

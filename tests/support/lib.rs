@@ -253,7 +253,11 @@ impl Background {
 
     /// The Python SDK fixture over streamable HTTP.
     pub fn python() -> Background {
-        let port = free_port();
+        Background::python_on(free_port())
+    }
+
+    /// The Python SDK fixture over streamable HTTP on `port`.
+    pub fn python_on(port: u16) -> Background {
         let mut cmd = Command::new(python());
         cmd.arg(py_server()).arg("http").arg(port.to_string());
         Background::start(cmd, port)

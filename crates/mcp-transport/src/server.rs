@@ -132,6 +132,9 @@ pub struct Server {
     auth: Auth,
     elapsed: Duration,
     state: State,
+    /// A server whose first start failed, started later by the retries of
+    /// a long-lived run (a restart policy is set).
+    late: Arc<std::sync::OnceLock<Arc<Live>>>,
 }
 
 impl fmt::Debug for Server {
@@ -381,10 +384,10 @@ impl Server {
 
     /// Connected, failed to start, shut down, restarting or down.
     pub fn status(&self) -> Status {
-        match &self.state {
-            State::Failed(_) => Status::Error,
-            State::Connected(live) if live.is_closed() => Status::Closed,
-            State::Connected(live) => match live.health() {
+        match self.started() {
+            None => Status::Error,
+            Some(live) if live.is_closed() => Status::Closed,
+            Some(live) => match live.health() {
                 Health::Up => Status::Connected,
                 Health::Restarting(_) => Status::Restarting,
                 Health::Down(_) => Status::Down,
@@ -392,12 +395,18 @@ impl Server {
         }
     }
 
+    /// The server once it started (at first, or later after a failed first
+    /// start), shut down or not.
+    fn started(&self) -> Option<&Arc<Live>> {
+        match &self.state {
+            State::Connected(live) => Some(live),
+            State::Failed(_) => self.late.get(),
+        }
+    }
+
     /// The server, unless it failed to start or was shut down.
     fn live(&self) -> Option<&Arc<Live>> {
-        match &self.state {
-            State::Connected(live) if !live.is_closed() => Some(live),
-            _ => None,
-        }
+        self.started().filter(|live| !live.is_closed())
     }
 
     /// The current connection, unless the server failed or was shut down.
@@ -408,17 +417,18 @@ impl Server {
     /// Why the server failed to start.
     pub fn error(&self) -> Option<&StartError> {
         match &self.state {
-            State::Failed(e) => Some(e),
-            State::Connected(_) => None,
+            State::Failed(e) if self.late.get().is_none() => Some(e),
+            _ => None,
         }
     }
 
     /// Why the server is not answering, in words: why it failed to start,
     /// or why its connection ended (when it is restarting or down).
     pub fn problem(&self) -> Option<String> {
-        match &self.state {
-            State::Failed(e) => Some(e.to_string()),
-            State::Connected(live) => match live.health() {
+        match (self.started(), &self.state) {
+            (None, State::Failed(e)) => Some(e.to_string()),
+            (None, State::Connected(_)) => None,
+            (Some(live), _) => match live.health() {
                 Health::Up => None,
                 Health::Restarting(reason) => Some(format!("restarting: it {reason}")),
                 Health::Down(reason) => Some(format!("down: it {reason}")),
@@ -582,7 +592,7 @@ impl Server {
     /// SIGKILL after the kill grace, with its whole process group.
     /// Calls in flight fail; later calls are refused as not connected.
     pub async fn shutdown(&self) {
-        let State::Connected(live) = &self.state else {
+        let Some(live) = self.started() else {
             return;
         };
         live.closed.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -608,7 +618,7 @@ impl Server {
 
     /// Stops the task that watches the connection, without waiting.
     fn forget(&self) {
-        if let State::Connected(live) = &self.state
+        if let Some(live) = self.started()
             && let Some(monitor) = live.monitor.lock().ok().and_then(|mut m| m.take())
         {
             monitor.abort();
@@ -722,18 +732,30 @@ impl Servers {
                         options,
                     };
                     let server = start_one(&relaunch, changed.clone()).await;
-                    if let State::Connected(live) = &server.state
-                        && let Ok(mut monitor) = live.monitor.lock()
-                    {
-                        *monitor =
-                            Some(tokio::spawn(crate::restart::watch(live.clone(), relaunch)));
-                    }
+                    let late = server.late.clone();
+                    let retry = match &server.state {
+                        State::Failed(e) if retryable(e) => relaunch.policy(),
+                        _ => None,
+                    };
+                    let relaunch = match &server.state {
+                        State::Connected(live) => {
+                            watch_live(live, relaunch);
+                            None
+                        }
+                        State::Failed(_) => Some(relaunch),
+                    };
                     if filled.set(server).is_ok()
                         && let (Some(on_ready), Some(server)) = (on_ready, filled.get())
                     {
                         on_ready(server);
                     }
                     changed.send_modify(|v| *v += 1);
+                    // A long-lived run tries a failed first start again, as
+                    // it restarts a server that died (the task is aborted
+                    // at shutdown, with any start in flight).
+                    if let (Some(policy), Some(relaunch)) = (retry, relaunch) {
+                        retry_first_start(relaunch, policy, &late, &changed).await;
+                    }
                 });
                 Slot {
                     name,
@@ -961,6 +983,64 @@ impl Relaunch {
     }
 }
 
+/// Starts the task that watches `live`'s connection and restarts it.
+fn watch_live(live: &Arc<Live>, relaunch: Relaunch) {
+    if let Ok(mut monitor) = live.monitor.lock() {
+        *monitor = Some(tokio::spawn(crate::restart::watch(live.clone(), relaunch)));
+    }
+}
+
+/// Whether a failed first start may succeed later by itself: not when the
+/// command does not exist, a header is invalid or a person must log in.
+fn retryable(e: &StartError) -> bool {
+    !matches!(
+        e,
+        StartError::NotFound { .. }
+            | StartError::InvalidHeader { .. }
+            | StartError::Unsupported { .. }
+            | StartError::Auth(crate::AuthError::LoginNeeded { .. })
+    )
+}
+
+/// Starts a server whose first start failed again, paced like restarts
+/// (`policy`: 1 s, 2 s, 4 s …, at most `max_restarts` tries within the
+/// window); once one succeeds the server is `late`, watched and restarted
+/// like any other, and the tools version moves so catalogs are rebuilt.
+async fn retry_first_start(
+    relaunch: Relaunch,
+    policy: crate::RestartPolicy,
+    late: &std::sync::OnceLock<Arc<Live>>,
+    changed: &Arc<tokio::sync::watch::Sender<u64>>,
+) {
+    let began = Instant::now();
+    let mut failed = 1;
+    for tried in 0..policy.max_restarts {
+        let delay = policy.delay(tried);
+        if began.elapsed().saturating_add(delay) > policy.window {
+            break;
+        }
+        tokio::time::sleep(delay).await;
+        let server = start_one(&relaunch, changed.clone()).await;
+        match server.state {
+            State::Connected(live) => {
+                tracing::info!(server = %relaunch.name(), "started after {failed} failed starts");
+                watch_live(&live, relaunch);
+                let _ = late.set(live);
+                changed.send_modify(|v| *v += 1);
+                return;
+            }
+            State::Failed(e) => {
+                failed += 1;
+                tracing::warn!(server = %relaunch.name(), "starting it again failed: {e}");
+            }
+        }
+    }
+    tracing::warn!(
+        server = %relaunch.name(),
+        "it failed to start {failed} times, so it stays in error"
+    );
+}
+
 async fn start_one(relaunch: &Relaunch, changed: Arc<tokio::sync::watch::Sender<u64>>) -> Server {
     let started = Instant::now();
     let entry = &relaunch.entry;
@@ -994,6 +1074,7 @@ async fn start_one(relaunch: &Relaunch, changed: Arc<tokio::sync::watch::Sender<
         auth: relaunch.auth.clone(),
         elapsed: started.elapsed(),
         state,
+        late: Arc::default(),
     }
 }
 

@@ -1046,3 +1046,82 @@ async fn a_supervised_server_starts_fails_and_stops_like_a_direct_one() {
         assert!(gone(pid).await, "pid {pid} is still running after shutdown");
     }
 }
+
+/// A stdio server that counts its starts in `dir/starts` and fails each
+/// one (status 3) until `dir/ready` exists.
+fn ready_later(name: &str, dir: &Path) -> ServerEntry {
+    let script = "echo start >> \"$0/starts\"; test -e \"$0/ready\" || { echo 'not ready yet' >&2; exit 3; }; exec \"$1\"";
+    stdio(
+        name,
+        "sh",
+        &["-c", script, dir.to_str().unwrap(), &echo_server()],
+        &[],
+    )
+}
+
+fn starts(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("starts"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_first_start_is_tried_again_in_a_long_lived_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = start(&[ready_later("late", dir.path())], &quick_restarts()).await;
+    let server = servers.get("late").unwrap();
+    assert_eq!(server.status(), Status::Error);
+    assert!(
+        server
+            .error()
+            .unwrap()
+            .to_string()
+            .contains("not ready yet"),
+        "{:?}",
+        server.error()
+    );
+    let version = servers.tools_version();
+    std::fs::write(dir.path().join("ready"), "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.status() != Status::Connected {
+        assert!(Instant::now() < deadline, "{:?}", server.status());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Connected now: no error, its tools listed, catalogs told, calls answered.
+    assert!(server.error().is_none() && server.problem().is_none());
+    assert!(servers.tools_version() > version);
+    assert!(server.tools().iter().any(|t| t.name == "echo"));
+    let result = server
+        .call_tool("echo", args(json!({"text": "late"})), CALL)
+        .await
+        .unwrap();
+    assert_eq!(text(&result), "late");
+    assert!(starts(dir.path()) >= 2);
+    servers.shutdown().await;
+    assert_eq!(server.status(), Status::Closed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_start_that_keeps_failing_is_tried_five_more_times_then_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = start(&[ready_later("never", dir.path())], &quick_restarts()).await;
+    // 10 + 20 + 40 + 80 + 160 ms of delays, then it stays in error.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while starts(dir.path()) < 6 {
+        assert!(Instant::now() < deadline, "{} starts", starts(dir.path()));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(starts(dir.path()), 6, "the first start and five more");
+    assert_eq!(servers.get("never").unwrap().status(), Status::Error);
+    servers.shutdown().await;
+
+    // A one-shot run (no restart policy) starts it once.
+    let dir = tempfile::tempdir().unwrap();
+    let servers = start(&[ready_later("once", dir.path())], &StartOptions::default()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(starts(dir.path()), 1);
+    assert_eq!(servers.get("once").unwrap().status(), Status::Error);
+    servers.shutdown().await;
+}
