@@ -65,6 +65,19 @@ pub(crate) fn write(path: &Path, lock: &Lock) -> Result<(), String> {
     })
 }
 
+/// An exclusive advisory lock on the directory holding the lock file (the
+/// agents dir), held while alive: two core-agent processes pinning at once
+/// (a `serve` and a `call`) read, pin and write one after the other, so
+/// neither loses the other's new pins. `None` when the directory does not
+/// exist yet (nothing to lose) or cannot be locked (then pinning goes on
+/// unguarded, as before).
+fn exclusive(path: &Path) -> Option<std::fs::File> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty())?;
+    let handle = std::fs::File::open(dir).ok()?;
+    handle.lock().ok()?;
+    Some(handle)
+}
+
 /// One server's listing, as pinning sees it.
 pub(crate) struct Listed<'a> {
     pub(crate) server: &'a str,
@@ -77,6 +90,7 @@ pub(crate) struct Listed<'a> {
 /// the lock could not be read or written, why (the verdicts are then
 /// `Unverified`, and nothing is written).
 pub(crate) fn check(path: &Path, listed: &[Listed<'_>]) -> (Verdicts, Option<String>) {
+    let _exclusive = exclusive(path);
     let mut verdicts = Verdicts::new();
     let (mut lock, mut problem) = match read(path) {
         Ok(lock) => (Some(lock), None),
@@ -142,6 +156,11 @@ pub(crate) fn trust(
     tools: &[ToolDefinition],
     only: Option<&str>,
 ) -> Result<Vec<Trusted>, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let _exclusive = exclusive(path);
     let mut lock = read(path)?;
     let mut report: BTreeMap<String, Trusted> = BTreeMap::new();
     for tool in tools.iter().filter(|t| only.is_none_or(|o| o == t.name)) {
@@ -235,6 +254,36 @@ mod tests {
             &listed(vec![def("a", "A, changed.")], PinMode::Strict),
         );
         assert_eq!(v["fx"]["a"], Verdict::Pinned);
+    }
+
+    #[test]
+    fn pinners_at_once_lose_none_of_each_others_pins() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".agents")).unwrap();
+        let path = dir.path().join(".agents/mcp.lock");
+        let servers: Vec<String> = (0..16).map(|i| format!("s{i}")).collect();
+        let start = std::sync::Barrier::new(servers.len());
+        std::thread::scope(|scope| {
+            for server in &servers {
+                let (path, start) = (&path, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    let listed = [Listed {
+                        server,
+                        mode: PinMode::Warn,
+                        tools: vec![def("t", "T.")],
+                    }];
+                    let (_, problem) = check(path, &listed);
+                    assert_eq!(problem, None);
+                });
+            }
+        });
+        let lock = read(&path).unwrap();
+        let missing: Vec<&String> = servers
+            .iter()
+            .filter(|s| lock.pinned(s, "t").is_none())
+            .collect();
+        assert!(missing.is_empty(), "pins lost: {missing:?}");
     }
 
     #[test]
