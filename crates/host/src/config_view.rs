@@ -194,11 +194,37 @@ pub fn config_report(config: &Config) -> ConfigReport {
             .as_ref()
             .map(|s| (serde_json::json!(s.value), s.source.as_path())),
     );
+    // The reserved server name `builtin`: what narrows the survey tools.
+    let builtin = (
+        "builtin",
+        config.builtin.as_ref().map(|b| {
+            let levels = |l: &[TrustLevel]| l.iter().map(|t| t.as_str()).collect::<Vec<_>>();
+            let mut value = serde_json::Map::new();
+            if !b.tools.is_empty() {
+                value.insert("tools".into(), serde_json::json!(b.tools));
+            }
+            if !b.blocked_tools.is_empty() {
+                value.insert("blocked_tools".into(), serde_json::json!(b.blocked_tools));
+            }
+            if let Some(allowed) = &b.allowed_trust_levels {
+                value.insert("trust_levels".into(), serde_json::json!(levels(allowed)));
+            }
+            if !b.tool_policies.is_empty() {
+                let policies: BTreeMap<&str, Vec<&str>> = b
+                    .tool_policies
+                    .iter()
+                    .map(|(tool, l)| (tool.as_str(), levels(l)))
+                    .collect();
+                value.insert("tool_policies".into(), serde_json::json!(policies));
+            }
+            (Value::Object(value), b.source.as_path())
+        }),
+    );
     let settings = config
         .wrap
         .entries()
         .into_iter()
-        .chain([survey])
+        .chain([survey, builtin])
         .map(|(key, value)| {
             let report = value.map(|(value, source)| SettingReport {
                 value,
@@ -370,6 +396,19 @@ mod tests {
         );
         assert_eq!(report["settings"]["agentic_wrap_pricing"], Value::Null);
         assert_eq!(report["settings"]["survey"], Value::Null);
+        assert_eq!(report["settings"]["builtin"], Value::Null);
+        config.builtin = Some(core_agent_mcp_config::BuiltinTools {
+            tools: vec!["grep".into(), "glob".into()],
+            blocked_tools: Vec::new(),
+            allowed_trust_levels: Some(vec![TrustLevel::Creator]),
+            tool_policies: BTreeMap::new(),
+            source: "x.json".into(),
+        });
+        let report = serde_json::to_value(config_report(&config)).unwrap_or_default();
+        assert_eq!(
+            report["settings"]["builtin"],
+            json!({"value": {"tools": ["grep", "glob"], "trust_levels": ["creator"]}, "source": "x.json"})
+        );
         config.survey = Some(Setting {
             value: false,
             source: "x.json".into(),
