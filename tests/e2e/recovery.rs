@@ -313,3 +313,75 @@ async fn an_http_server_that_drops_its_session_is_initialized_again() {
     drop(client);
     let _ = serve.kill().await;
 }
+
+/// `kill -9`, and SIGHUP (a closed terminal; core-agent does not catch it),
+/// while servers are still starting: the supervisors stop them, wrappers'
+/// grandchildren included.
+#[test]
+fn kill_9_or_sighup_while_servers_start_leaves_nothing_behind() {
+    for signal in [Signal::SIGKILL, Signal::SIGHUP] {
+        let p = Project::empty();
+        let pids = p.path().join("pids");
+        let mut waits = fixture("waits");
+        waits["env"] = json!({
+            "FIXTURE_PID_FILE": pids,
+            "FIXTURE_WAIT_FOR": p.path().join("never"),
+        });
+        p.write(
+            ".agents/mcp.json",
+            &json!({"version": 1, "servers": {
+                "slow": waits,
+                "wrapped": wrapper("ok", &pids, p.path()),
+            }})
+            .to_string(),
+        );
+        let mut cmd = p.command(&["serve", "--mode", "yolo"]);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while recorded_pids(&pids).len() < 2 {
+            assert!(Instant::now() < deadline, "the servers never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        let status = child.wait().unwrap();
+        assert!(status.code().is_none(), "{signal}: {status:?}");
+        wait_until_gone(
+            &p.path().to_string_lossy(),
+            &recorded_pids(&pids),
+            Duration::from_secs(10),
+        );
+    }
+}
+
+/// `kill -9` while core-agent stops a server that ignores SIGTERM: its
+/// supervisor finishes the job (SIGKILL after the grace).
+#[test]
+fn kill_9_while_core_agent_stops_its_servers_leaves_nothing_behind() {
+    let p = Project::empty();
+    let pids = p.path().join("pids");
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"stubborn": stubborn(&pids)}}).to_string(),
+    );
+    let mut cmd = p.command(&["call", "--yes", "stubborn_echo", r#"{"text": "hi"}"#]);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut answer = String::new();
+    stdout.read_line(&mut answer).unwrap();
+    assert_eq!(answer, "hi\n");
+    // core-agent is now stopping the stubborn server (the 3 s grace).
+    std::thread::sleep(Duration::from_millis(300));
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
+    child.wait().unwrap();
+    let recorded = recorded_pids(&pids);
+    assert_eq!(recorded.len(), 2);
+    wait_until_gone(
+        &p.path().to_string_lossy(),
+        &recorded,
+        Duration::from_secs(10),
+    );
+}
