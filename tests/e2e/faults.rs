@@ -262,6 +262,10 @@ fn baseline(p: &Project) -> u64 {
 
 const MIB_IN_KIB: u64 = 1024;
 
+/// What a call says when its server sent more than the default limit.
+const OVER_THE_LIMIT: &str = "core-agent: server `bad` sent a message longer than \
+     max_message_bytes (16 MiB), so it was stopped during the call to `fault`";
+
 #[test]
 fn a_100_mib_line_without_a_newline_stops_that_server_in_bounded_memory() {
     let p = project(fixture("huge-line"));
@@ -274,13 +278,7 @@ fn a_100_mib_line_without_a_newline_stops_that_server_in_bounded_memory() {
         &["call", "--yes", "--call-timeout", "60", "bad_fault", "{}"],
     );
     run.expect_code(1);
-    assert!(
-        run.stderr.contains(
-            "core-agent: server `bad` sent a message longer than max_message_bytes (16 MiB), \
-             so it was stopped during the call to `fault`"
-        ),
-        "{run:?}"
-    );
+    assert!(run.stderr.contains(OVER_THE_LIMIT), "{run:?}");
     // It failed when the line passed the limit, not at the call timeout.
     assert!(run.elapsed < Duration::from_secs(30), "{run:?}");
     // Reading stopped at the limit: the growth stays under 3x the largest
@@ -305,13 +303,7 @@ fn a_50_mib_result_is_refused_at_the_default_limit_and_kept_whole_under_a_raised
     // stopped and the call says why, at once.
     let (run, peak) = measured(&p, &["call", "--yes", "bad_fault", "{}"]);
     run.expect_code(1);
-    assert!(
-        run.stderr.contains(
-            "core-agent: server `bad` sent a message longer than max_message_bytes (16 MiB), \
-             so it was stopped during the call to `fault`"
-        ),
-        "{run:?}"
-    );
+    assert!(run.stderr.contains(OVER_THE_LIMIT), "{run:?}");
     let growth = peak.saturating_sub(base);
     assert!(
         growth < 3 * 16 * MIB_IN_KIB,

@@ -121,6 +121,22 @@ fn kill_9_of_core_agent_leaves_no_server_and_no_grandchild_behind() {
 
 #[test]
 fn sigterm_while_servers_start_leaves_nothing_behind() {
+    let (p, pids, child) = serve_while_starting(Stdio::piped());
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.code().is_some(), "{out:?}");
+    // core-agent waited for its supervisors: nothing is left when it exits.
+    let left = processes_mentioning(&p.path().to_string_lossy());
+    assert!(left.is_empty(), "{left:?}");
+    for pid in recorded_pids(&pids) {
+        assert!(!alive(pid), "process {pid} outlived core-agent");
+    }
+}
+
+/// `core-agent serve` in a new project whose two servers are still
+/// starting (one never finishes, the other is behind an `sh` wrapper), once
+/// both have recorded their pids: the project, the pid file and serve.
+fn serve_while_starting(stderr: Stdio) -> (Project, std::path::PathBuf, Child) {
     let p = Project::empty();
     let pids = p.path().join("pids");
     let mut waits = fixture("waits");
@@ -139,26 +155,33 @@ fn sigterm_while_servers_start_leaves_nothing_behind() {
     let mut cmd = p.command(&["serve", "--mode", "yolo"]);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stderr(stderr);
     let child = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while recorded_pids(&pids).len() < 2 {
         assert!(Instant::now() < deadline, "the servers never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.code().is_some(), "{out:?}");
-    // core-agent waited for its supervisors: nothing is left when it exits.
-    let left = processes_mentioning(&p.path().to_string_lossy());
-    assert!(left.is_empty(), "{left:?}");
-    for pid in recorded_pids(&pids) {
-        assert!(!alive(pid), "process {pid} outlived core-agent");
-    }
+    (p, pids, child)
 }
 
 #[test]
 fn sigterm_while_core_agent_stops_its_servers_leaves_nothing_behind() {
+    let (_p, pids, mut child) = call_while_stopping();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "the second signal is ignored");
+    let recorded = recorded_pids(&pids);
+    assert_eq!(recorded.len(), 2);
+    for pid in recorded {
+        assert!(!alive(pid), "process {pid} outlived core-agent");
+    }
+}
+
+/// `core-agent call` of a server that ignores SIGTERM, once it printed the
+/// answer and is stopping that server (which takes the 3 s grace): the
+/// project, the pid file (the server and its grandchild) and the call.
+fn call_while_stopping() -> (Project, std::path::PathBuf, Child) {
     let p = Project::empty();
     let pids = p.path().join("pids");
     p.write(
@@ -168,21 +191,12 @@ fn sigterm_while_core_agent_stops_its_servers_leaves_nothing_behind() {
     let mut cmd = p.command(&["call", "--yes", "stubborn_echo", r#"{"text": "hi"}"#]);
     cmd.stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn().unwrap();
-    // Once the answer is printed, core-agent is stopping the stubborn
-    // server, which takes the 3 s grace.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut answer = String::new();
     stdout.read_line(&mut answer).unwrap();
     assert_eq!(answer, "hi\n");
     std::thread::sleep(Duration::from_millis(300));
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "the second signal is ignored");
-    let recorded = recorded_pids(&pids);
-    assert_eq!(recorded.len(), 2);
-    for pid in recorded {
-        assert!(!alive(pid), "process {pid} outlived core-agent");
-    }
+    (p, pids, child)
 }
 
 /// A project with the `crashy` fixture as server `t`, recording its pids.
@@ -320,31 +334,7 @@ async fn an_http_server_that_drops_its_session_is_initialized_again() {
 #[test]
 fn kill_9_or_sighup_while_servers_start_leaves_nothing_behind() {
     for signal in [Signal::SIGKILL, Signal::SIGHUP] {
-        let p = Project::empty();
-        let pids = p.path().join("pids");
-        let mut waits = fixture("waits");
-        waits["env"] = json!({
-            "FIXTURE_PID_FILE": pids,
-            "FIXTURE_WAIT_FOR": p.path().join("never"),
-        });
-        p.write(
-            ".agents/mcp.json",
-            &json!({"version": 1, "servers": {
-                "slow": waits,
-                "wrapped": wrapper("ok", &pids, p.path()),
-            }})
-            .to_string(),
-        );
-        let mut cmd = p.command(&["serve", "--mode", "yolo"]);
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while recorded_pids(&pids).len() < 2 {
-            assert!(Instant::now() < deadline, "the servers never started");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let (p, pids, mut child) = serve_while_starting(Stdio::null());
         kill(Pid::from_raw(child.id() as i32), signal).unwrap();
         let status = child.wait().unwrap();
         assert!(status.code().is_none(), "{signal}: {status:?}");
@@ -360,21 +350,7 @@ fn kill_9_or_sighup_while_servers_start_leaves_nothing_behind() {
 /// supervisor finishes the job (SIGKILL after the grace).
 #[test]
 fn kill_9_while_core_agent_stops_its_servers_leaves_nothing_behind() {
-    let p = Project::empty();
-    let pids = p.path().join("pids");
-    p.write(
-        ".agents/mcp.json",
-        &json!({"version": 1, "servers": {"stubborn": stubborn(&pids)}}).to_string(),
-    );
-    let mut cmd = p.command(&["call", "--yes", "stubborn_echo", r#"{"text": "hi"}"#]);
-    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
-    let mut child = cmd.spawn().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut answer = String::new();
-    stdout.read_line(&mut answer).unwrap();
-    assert_eq!(answer, "hi\n");
-    // core-agent is now stopping the stubborn server (the 3 s grace).
-    std::thread::sleep(Duration::from_millis(300));
+    let (p, pids, mut child) = call_while_stopping();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
     child.wait().unwrap();
     let recorded = recorded_pids(&pids);
