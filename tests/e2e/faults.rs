@@ -438,3 +438,54 @@ fn a_server_that_crashes_mid_call_fails_that_call_saying_so() {
     let (_, demo) = list(&p, "10");
     demo_answers(&p, &demo);
 }
+
+#[test]
+fn http_calls_answered_with_500_an_endless_body_or_never_fail_clearly() {
+    let (_e500, e500) = http_fault("call-500");
+    let (_endless, endless) = http_fault("call-endless");
+    let (_hang, hang) = http_fault("call-hang");
+    let p = Project::new(&json!({"version": 1, "servers": {
+        "e500": {"transport": "http", "url": e500},
+        "endless": {"transport": "http", "url": endless},
+        "hang": {"transport": "http", "url": hang},
+        "demo": demo_server(),
+    }}));
+    let base = baseline(&p);
+    // A 500 and a body past the limit fail the call at once (long before
+    // its 20 s timeout), in words.
+    let call = |tool: &str, timeout: &str| {
+        measured(
+            &p,
+            &["call", "--yes", "--call-timeout", timeout, tool, "{}"],
+        )
+    };
+    let (run, _) = call("e500_fault", "20");
+    run.expect_code(1);
+    assert_eq!(
+        run.stderr,
+        "core-agent: `fault` on server `e500` failed: the server answered HTTP 500 Internal Server Error: it failed on its side; its own logs say why\n"
+    );
+    assert!(run.elapsed < Duration::from_secs(15), "{run:?}");
+    let (run, peak) = call("endless_fault", "20");
+    run.expect_code(1);
+    assert_eq!(
+        run.stderr,
+        "core-agent: `fault` on server `endless` failed: the server's answer was longer than max_message_bytes (16 MiB), so it was not read; raise `limits.max_message_bytes` for this server if such answers are expected\n"
+    );
+    assert!(run.elapsed < Duration::from_secs(15), "{run:?}");
+    let growth = peak.saturating_sub(base);
+    assert!(
+        growth < 3 * 16 * MIB_IN_KIB,
+        "peak {peak} KiB, base {base} KiB"
+    );
+    // One that never answers costs its timeout, no more.
+    let (run, _) = call("hang_fault", "3");
+    run.expect_code(1);
+    assert_eq!(
+        run.stderr,
+        "core-agent: `fault` on server `hang` did not answer within 3 s; the request was cancelled\n"
+    );
+    assert!(run.elapsed < Duration::from_secs(3 + 10), "{run:?}");
+    let run = p.run(&["mcp", "list", "--json"]);
+    demo_answers(&p, &by_name(&run.json(), "demo"));
+}

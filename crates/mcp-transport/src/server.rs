@@ -567,10 +567,22 @@ impl Server {
     /// The error for a call that failed with `e`: when the connection ended
     /// under it (a crash), what happened to the server, else `e` itself.
     async fn failed(&self, conn: &Connection, tool: &str, e: rmcp::ServiceError) -> Error {
-        let lost = matches!(
-            e,
-            rmcp::ServiceError::TransportClosed | rmcp::ServiceError::TransportSend(_)
-        );
+        // A stdio server that cannot be written to is gone; over HTTP a
+        // send error is one request's (a 500, a body past the limit) and
+        // the connection goes on.
+        let stdio = conn.exit.is_some();
+        let lost = match &e {
+            rmcp::ServiceError::TransportClosed => true,
+            rmcp::ServiceError::TransportSend(_) => stdio,
+            _ => false,
+        };
+        if !stdio && let rmcp::ServiceError::TransportSend(send) = &e {
+            return Error::Call {
+                server: self.name.clone(),
+                tool: tool.to_owned(),
+                message: transport_words(send),
+            };
+        }
         // Stopping a crashed child and reading its stderr takes a moment.
         if lost && let Some((ending, next)) = conn.ending(Duration::from_secs(5)).await {
             return Error::Crashed {
@@ -1384,12 +1396,19 @@ fn init_message(e: &ClientInitializeError, source: Option<&str>, server: &str) -
         };
         return format!("the server answered {status}{hint}");
     }
-    // A connection failure: the innermost cause says the most
-    // ("Connection refused (os error 111)", "dns error: …").
-    if let ClientInitializeError::TransportError { error, .. } = e
-        && let Some(StreamableHttpError::Client(client)) = error
-            .error
-            .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    match e {
+        ClientInitializeError::TransportError { error, .. } => transport_words(error),
+        _ => http_problem(text),
+    }
+}
+
+/// An HTTP transport error in words: a connection failure by its innermost
+/// cause ("Connection refused (os error 111)", "dns error: …", a redirect
+/// loop), else what the server answered.
+fn transport_words(error: &rmcp::transport::DynamicTransportError) -> String {
+    if let Some(StreamableHttpError::Client(client)) = error
+        .error
+        .downcast_ref::<StreamableHttpError<reqwest::Error>>()
     {
         let mut cause: &dyn std::error::Error = client;
         while let Some(next) = cause.source() {
@@ -1403,6 +1422,12 @@ fn init_message(e: &ClientInitializeError, source: Option<&str>, server: &str) -
         }
         return format!("cannot reach the server: {cause}");
     }
+    http_problem(error.to_string())
+}
+
+/// An HTTP transport's error (`Transport [<rmcp types>] error: HTTP 500`)
+/// in words: what the server answered, without rmcp's type names.
+fn http_problem(text: String) -> String {
     if let Some(i) = text.find(TOO_LARGE) {
         let size = text[i + TOO_LARGE.len()..]
             .split(' ')
