@@ -865,3 +865,93 @@ async fn a_backend_that_is_not_up_at_start_joins_once_it_answers() {
     let result = call(&client, "later_add", json!({"a": 2, "b": 3})).await;
     assert_eq!(text(&result), "5");
 }
+
+/// A client that declares form and URL elicitation, accepts every request
+/// (a form with `content`), and keeps what it was asked.
+#[derive(Clone)]
+struct Accepts {
+    content: Value,
+    asked: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ClientHandler for Accepts {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut capabilities = rmcp::model::ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::default()
+                .with_form(rmcp::model::FormElicitationCapability::default())
+                .with_url(rmcp::model::UrlElicitationCapability::default()),
+        );
+        rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("e2e-accepts", "1"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _cx: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).unwrap());
+        let accept = rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept);
+        Ok(match request {
+            rmcp::model::ElicitRequestParams::FormElicitationParams { .. } => {
+                accept.with_content(self.content.clone())
+            }
+            _ => accept,
+        })
+    }
+}
+
+/// A backend's own elicitations (server-everything's form and URL ones)
+/// reach the client whose call caused them, through `serve`, and the
+/// client's answers reach the backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backends_form_and_url_elicitations_reach_the_calling_client() {
+    let p =
+        Project::new(&json!({"version": 1, "servers": {"everything": crate::everything_stdio()}}));
+    let serve = Serve::start(p, &[("CORE_AGENT_GATEWAY_TOKEN", TOKEN)]).await;
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let client = serve
+        .client(
+            TOKEN,
+            Accepts {
+                content: json!({"name": "Ada Lovelace"}),
+                asked: asked.clone(),
+            },
+        )
+        .await;
+    let form = call(&client, "everything_trigger_elicitation_request", json!({})).await;
+    let texts: Vec<String> = form
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("User provided the requested information!"))
+            && texts.iter().any(|t| t.contains("Ada Lovelace")),
+        "{texts:?}"
+    );
+    let url = call(
+        &client,
+        "everything_trigger_url_elicitation",
+        json!({"url": "https://example.com/consent", "elicitationId": "gw-1"}),
+    )
+    .await;
+    assert!(
+        text(&url).contains("User completed the URL elicitation flow."),
+        "{url:?}"
+    );
+    let asked = asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_eq!(asked[0]["mode"], "form", "{asked:?}");
+    assert!(asked[0]["requestedSchema"]["properties"]["name"].is_object());
+    assert_eq!(asked[1]["mode"], "url", "{asked:?}");
+    assert_eq!(asked[1]["url"], "https://example.com/consent");
+}

@@ -101,6 +101,13 @@ impl Drop for CallOn {
 }
 
 impl Elicitor for ElicitRouter {
+    /// URL requests too: each goes to a client that declared URL
+    /// elicitation, and is declined for one that did not (as a form is for
+    /// a client without elicitation).
+    fn accepts_url(&self) -> bool {
+        true
+    }
+
     fn elicit<'a>(
         &'a self,
         server: &'a str,
