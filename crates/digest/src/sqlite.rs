@@ -24,6 +24,10 @@ impl SqliteStore {
     pub fn open(path: &Path) -> Result<SqliteStore> {
         let conn = Connection::open(path)
             .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
+        // Processes sharing one `--session-db` (a `serve` and a `call`) wait
+        // for each other's writes instead of failing at once.
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| err(format!("cannot prepare {}: {e}", path.display())))?;
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              CREATE TABLE IF NOT EXISTS raw_payloads (

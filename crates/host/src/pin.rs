@@ -90,6 +90,15 @@ pub(crate) struct Listed<'a> {
 /// the lock could not be read or written, why (the verdicts are then
 /// `Unverified`, and nothing is written).
 pub(crate) fn check(path: &Path, listed: &[Listed<'_>]) -> (Verdicts, Option<String>) {
+    // The directory is made first, so two processes pinning into a fresh
+    // project take turns too (the lock lives on it).
+    if listed
+        .iter()
+        .any(|l| l.mode != PinMode::Off && !l.tools.is_empty())
+        && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+    {
+        let _ = std::fs::create_dir_all(dir);
+    }
     let _exclusive = exclusive(path);
     let mut verdicts = Verdicts::new();
     let (mut lock, mut problem) = match read(path) {
@@ -258,8 +267,8 @@ mod tests {
 
     #[test]
     fn pinners_at_once_lose_none_of_each_others_pins() {
+        // A fresh project: not even the agents directory exists yet.
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(".agents")).unwrap();
         let path = dir.path().join(".agents/mcp.lock");
         let servers: Vec<String> = (0..16).map(|i| format!("s{i}")).collect();
         let start = std::sync::Barrier::new(servers.len());

@@ -143,8 +143,8 @@ impl DigestWrap {
     /// structured content. With the LLM path on, a payload still over the
     /// threshold is summarized.
     /// Never fails: if the store cannot keep the payload, the result passes
-    /// untouched (or, when its one text was moved into the record, as the
-    /// digest without a `call_id`, saying why).
+    /// untouched (or, when its one text was moved into the record, with the
+    /// digest in that text's place, without a `call_id`, saying why).
     pub async fn apply(
         &self,
         mut result: CallToolResult,
@@ -154,17 +154,18 @@ impl DigestWrap {
         if under_threshold(&result, self.settings.threshold) {
             return result;
         }
-        // A result of one text is digested from that text, moved out of the
-        // result rather than copied: a result of tens of MiB is held once.
-        let sole = sole_text(&mut result);
-        let moved = sole.is_some();
-        let Some(payload) = sole.or_else(|| payload_of(&result)) else {
-            return result;
+        // A result of one text is digested from that text, moved out of its
+        // block rather than copied (a result of tens of MiB is held once):
+        // `at` says which block, to put it back if need be.
+        let (at, payload) = match sole_text(&mut result) {
+            Some((at, text)) => (Some(at), text),
+            None => match payload_of(&result) {
+                Some(payload) => (None, payload),
+                None => return result,
+            },
         };
         let Some(digested) = route(&payload, &self.settings) else {
-            if moved {
-                result.content.insert(0, ContentBlock::text(payload));
-            }
+            put_back(&mut result, at, payload);
             return result;
         };
         let call_id = new_call_id();
@@ -187,15 +188,15 @@ impl DigestWrap {
             .then(|| record.payload.clone());
         if let Err(e) = self.store.put(record) {
             tracing::warn!("the digest is skipped for this result: {e}");
-            if moved {
-                result.content.insert(
-                    0,
-                    ContentBlock::text(format!(
-                        "{}\n[core-agent: the raw payload ({} bytes) could not be stored: {e}]",
-                        digested.digest, digested.raw_bytes
-                    )),
-                );
-            }
+            // The text went into the record: the digest stands in for it.
+            put_back(
+                &mut result,
+                at,
+                format!(
+                    "{}\n[core-agent: the raw payload ({} bytes) could not be stored: {e}]",
+                    digested.digest, digested.raw_bytes
+                ),
+            );
             return result;
         }
         let mut event = DigestEvent::new(digested.method, digested.raw_bytes, 0);
@@ -248,24 +249,32 @@ pub fn payload_of(result: &CallToolResult) -> Option<String> {
 }
 
 /// The text of a result whose payload is its one text block (no structured
-/// content, one non-blank text), moved out of the result, which is left
-/// without it.
-fn sole_text(result: &mut CallToolResult) -> Option<String> {
+/// content, one non-blank text), moved out of that block, and the block's
+/// index; the block stays, empty, for [`put_back`].
+fn sole_text(result: &mut CallToolResult) -> Option<(usize, String)> {
     if result.structured_content.is_some() {
         return None;
     }
-    let mut texts = result.content.iter().filter(|c| c.as_text().is_some());
-    let only = texts.next()?;
-    if texts.next().is_some() || only.as_text()?.text.trim().is_empty() {
+    let mut texts = result
+        .content
+        .iter_mut()
+        .enumerate()
+        .filter_map(|(i, c)| match c {
+            ContentBlock::Text(t) => Some((i, t)),
+            _ => None,
+        });
+    let (at, only) = texts.next()?;
+    if texts.next().is_some() || only.text.trim().is_empty() {
         return None;
     }
-    let at = result.content.iter().position(|c| c.as_text().is_some())?;
-    match result.content.remove(at) {
-        ContentBlock::Text(text) => Some(text.text),
-        other => {
-            result.content.insert(at, other);
-            None
-        }
+    Some((at, std::mem::take(&mut only.text)))
+}
+
+/// Puts `text` into the text block at `at` that [`sole_text`] emptied
+/// (nothing to do when the payload was not moved).
+fn put_back(result: &mut CallToolResult, at: Option<usize>, text: String) {
+    if let Some(ContentBlock::Text(block)) = at.and_then(|at| result.content.get_mut(at)) {
+        block.text = text;
     }
 }
 
@@ -357,6 +366,58 @@ mod tests {
         // Blank text has nothing to digest, whatever its size.
         let blank = result(&[&" ".repeat(500)], None);
         assert_eq!(wrap.apply(blank.clone(), "srv", "t").await, blank);
+    }
+
+    /// A store that refuses every payload.
+    #[derive(Debug)]
+    struct Full;
+
+    impl core_agent_digest::Store for Full {
+        fn put(&self, _: RawRecord) -> core_agent_digest::Result<()> {
+            Err(core_agent_digest::Error::Store {
+                message: "disk full".into(),
+            })
+        }
+        fn get(&self, _: &str) -> core_agent_digest::Result<Option<RawRecord>> {
+            Ok(None)
+        }
+        fn record(&self, _: &str, _: &DigestEvent) -> core_agent_digest::Result<()> {
+            Ok(())
+        }
+        fn usage(&self, _: &str) -> core_agent_digest::Result<core_agent_digest::Usage> {
+            Ok(core_agent_digest::Usage::default())
+        }
+        fn sessions(&self) -> core_agent_digest::Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn claim(&self, _: &str, _: &str) -> core_agent_digest::Result<()> {
+            Ok(())
+        }
+        fn owner(&self, _: &str) -> core_agent_digest::Result<Option<String>> {
+            Ok(None)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sole_text_the_store_refuses_becomes_its_digest_in_place() {
+        let settings = Settings {
+            threshold: 100,
+            ..Settings::default()
+        };
+        let wrap = DigestWrap::new(settings, Arc::new(Full), "s");
+        let image = ContentBlock::image("aGk=", "image/png");
+        let mut big = result(&[&"line of prose\n".repeat(50)], None);
+        big.content.insert(0, image.clone());
+        let out = wrap.apply(big, "srv", "t").await;
+        // The image stays first; the text's block holds the digest and why.
+        assert_eq!(out.content.len(), 2, "{out:?}");
+        assert_eq!(out.content[0], image);
+        let text = &out.content[1].as_text().unwrap().text;
+        assert!(
+            text.ends_with("could not be stored: raw store: disk full]"),
+            "{text}"
+        );
+        assert!(!text.contains("call_id"), "{text}");
     }
 
     #[test]

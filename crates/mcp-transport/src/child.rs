@@ -347,7 +347,7 @@ enum LineKind {
 
 /// Copies JSON lines from the child's stdout to `out` as they arrive (a line
 /// is never held whole here); remembers the first line that is not JSON. A
-/// line longer than `max_line` bytes ends the copy: what is in `notes` says
+/// JSON line longer than `max_line` bytes ends the copy: what is in `notes` says
 /// why, and `out` ends, so the connection ends and the server is stopped.
 /// Memory stays bounded whatever the child writes.
 async fn filter_stdout(
@@ -369,16 +369,6 @@ async fn filter_stdout(
         let take = newline.map_or(chunk.len(), |i| i + 1);
         let mut piece = &chunk[..take];
         length += newline.map_or(take, |i| i);
-        if length > max_line {
-            StdoutNotes::set(
-                &notes.overflow,
-                format!(
-                    "sent a message longer than max_message_bytes ({}), so it was stopped",
-                    bytes(max_line)
-                ),
-            );
-            break;
-        }
         if kind == LineKind::Blank
             && let Some(first) = piece.iter().position(|b| !b.is_ascii_whitespace())
         {
@@ -388,6 +378,18 @@ async fn filter_stdout(
                 LineKind::Noise
             };
             piece = &piece[first..];
+        }
+        // Only a message is bounded: noise is never held past its first
+        // bytes, so a long log line costs nothing.
+        if kind == LineKind::Protocol && length > max_line {
+            StdoutNotes::set(
+                &notes.overflow,
+                format!(
+                    "sent a message longer than max_message_bytes ({}), so it was stopped",
+                    bytes(max_line)
+                ),
+            );
+            break;
         }
         match kind {
             LineKind::Protocol => {
@@ -411,6 +413,11 @@ async fn filter_stdout(
             length = 0;
             noise.clear();
         }
+    }
+    // A last line without a newline (a message printed just before exit).
+    if kind == LineKind::Noise {
+        let text = String::from_utf8_lossy(&noise);
+        StdoutNotes::set(&notes.noise, truncate(text.trim(), TAIL_LINE_BYTES));
     }
     let _ = out.shutdown().await;
 }

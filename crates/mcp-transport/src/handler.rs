@@ -40,6 +40,12 @@ pub(crate) struct Handler {
     pub(crate) client_info: Implementation,
     pub(crate) tools: Arc<ToolState>,
     pub(crate) max_pages: usize,
+    /// This connection's re-lister is running (or about to). Per
+    /// connection, not in the `ToolState` a restart keeps: a re-lister of a
+    /// connection that ended never holds the slot of the next one.
+    pub(crate) relisting: Arc<AtomicBool>,
+    /// How long one re-list may take before it counts as failed.
+    pub(crate) relist_timeout: Duration,
 }
 
 /// Re-lists after `tools/list_changed` begin at least this far apart: a
@@ -62,8 +68,6 @@ pub(crate) struct ToolState {
     current: RwLock<Listing>,
     /// Bumped whenever any server of the set keeps a new listing.
     changed: Arc<tokio::sync::watch::Sender<u64>>,
-    /// A re-lister is running (or about to).
-    relisting: AtomicBool,
     /// When the last re-list began.
     last_relist: Mutex<Option<Instant>>,
 }
@@ -84,15 +88,15 @@ impl ToolState {
             notified: AtomicU64::new(0),
             current: RwLock::new(Listing::default()),
             changed,
-            relisting: AtomicBool::new(false),
             last_relist: Mutex::new(None),
         }
     }
 
-    /// Claims the one re-lister slot; false when a re-lister already runs
-    /// (it will see the newer generation and list again).
-    fn claim_relister(&self) -> bool {
-        !self.relisting.swap(true, Ordering::SeqCst)
+    /// Claims the one re-lister slot of a connection; false when a
+    /// re-lister already runs (it will see the newer generation and list
+    /// again).
+    fn claim_relister(slot: &AtomicBool) -> bool {
+        !slot.swap(true, Ordering::SeqCst)
     }
 
     /// How long the next re-list has to wait to keep the minimum interval,
@@ -112,15 +116,15 @@ impl ToolState {
 
     /// Ends a re-lister that has answered generation `since`. True when a
     /// notification arrived meanwhile and this re-lister must go on (it
-    /// kept or took back the slot).
-    fn finish_relister(&self, since: u64) -> bool {
+    /// kept or took back `slot`).
+    fn finish_relister(&self, slot: &AtomicBool, since: u64) -> bool {
         if self.begin() > since {
             return true;
         }
-        self.relisting.store(false, Ordering::SeqCst);
+        slot.store(false, Ordering::SeqCst);
         // A notification that came between the check and the release saw
         // the slot taken and left its re-list to us.
-        self.begin() > since && self.claim_relister()
+        self.begin() > since && ToolState::claim_relister(slot)
     }
 
     /// The generation a listing that begins now reflects.
@@ -209,38 +213,57 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
         self.tools.notify();
-        if !self.tools.claim_relister() {
+        if !ToolState::claim_relister(&self.relisting) {
             return;
         }
-        let tools = self.tools.clone();
-        let server = self.server.clone();
-        let max_pages = self.max_pages;
-        tokio::spawn(async move {
-            relist(&tools, &context.peer, &server, max_pages).await;
-        });
+        let relister = Relister {
+            tools: self.tools.clone(),
+            slot: self.relisting.clone(),
+            server: self.server.clone(),
+            max_pages: self.max_pages,
+            timeout: self.relist_timeout,
+        };
+        tokio::spawn(async move { relister.run(&context.peer).await });
     }
 }
 
 /// The one re-lister of a connection: lists, paced by
 /// [`MIN_RELIST_INTERVAL`], until no `tools/list_changed` is left unanswered
-/// or the connection ends.
-async fn relist(tools: &ToolState, peer: &rmcp::Peer<RoleClient>, server: &str, max_pages: usize) {
-    loop {
-        tokio::time::sleep(tools.pace()).await;
-        let since = tools.begin();
-        match crate::server::list_tools(peer, max_pages).await {
-            Ok(listed) => tools.store(since, listed),
-            // The connection ended: nothing left to re-list.
-            Err(rmcp::ServiceError::TransportClosed) => {
-                tools.relisting.store(false, Ordering::SeqCst);
+/// or the connection ends. A listing that takes longer than `timeout`
+/// counts as failed, so one unanswered `tools/list` never holds the slot.
+struct Relister {
+    tools: Arc<ToolState>,
+    slot: Arc<AtomicBool>,
+    server: String,
+    max_pages: usize,
+    timeout: Duration,
+}
+
+impl Relister {
+    async fn run(&self, peer: &rmcp::Peer<RoleClient>) {
+        loop {
+            tokio::time::sleep(self.tools.pace()).await;
+            let since = self.tools.begin();
+            let listing = crate::server::list_tools(peer, self.max_pages);
+            match tokio::time::timeout(self.timeout, listing).await {
+                Ok(Ok(listed)) => self.tools.store(since, listed),
+                // The connection ended: nothing left to re-list on it.
+                Ok(Err(rmcp::ServiceError::TransportClosed)) => {
+                    self.slot.store(false, Ordering::SeqCst);
+                    return;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(server = %self.server, "re-listing tools after list_changed failed: {e}")
+                }
+                Err(_) => tracing::warn!(
+                    server = %self.server,
+                    "re-listing tools after list_changed got no answer within {:?}",
+                    self.timeout
+                ),
+            }
+            if !self.tools.finish_relister(&self.slot, since) {
                 return;
             }
-            Err(e) => {
-                tracing::warn!(server = %server, "re-listing tools after list_changed failed: {e}")
-            }
-        }
-        if !tools.finish_relister(since) {
-            return;
         }
     }
 }
@@ -256,18 +279,21 @@ mod tests {
     #[test]
     fn one_relister_at_a_time_and_it_goes_on_while_notifications_arrive() {
         let s = state();
+        let slot = AtomicBool::new(false);
         s.notify();
-        assert!(s.claim_relister());
+        assert!(ToolState::claim_relister(&slot));
         // A second notification while it runs: no second re-lister.
         s.notify();
-        assert!(!s.claim_relister());
-        let since = 1;
+        assert!(!ToolState::claim_relister(&slot));
         // It answered generation 1 but 2 arrived: it goes on.
-        assert!(s.finish_relister(since));
-        assert!(!s.finish_relister(2));
+        assert!(s.finish_relister(&slot, 1));
+        assert!(!s.finish_relister(&slot, 2));
         // Released: the next notification gets a new re-lister.
         s.notify();
-        assert!(s.claim_relister());
+        assert!(ToolState::claim_relister(&slot));
+        // Another connection's slot (after a restart) is its own.
+        let next = AtomicBool::new(false);
+        assert!(ToolState::claim_relister(&next));
     }
 
     #[test]

@@ -966,6 +966,8 @@ impl Relaunch {
             ),
             tools,
             max_pages: self.entry.spec.limits.max_pages,
+            relisting: Arc::default(),
+            relist_timeout: self.options.timeout,
         }
     }
 
