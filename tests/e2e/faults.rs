@@ -289,6 +289,20 @@ fn a_100_mib_line_without_a_newline_stops_that_server_in_bounded_memory() {
         "peak {peak} KiB, {growth} KiB over the {base} KiB of a small call"
     );
     demo_answers(&p, &demo);
+
+    // A line that is not JSON at all is bounded the same way.
+    let mut noise = fixture("huge-line");
+    noise["env"] = json!({"FIXTURE_NOISE": "1", "FIXTURE_MB": "20"});
+    let p = project(noise);
+    let run = p.run(&["call", "--yes", "--call-timeout", "60", "bad_fault", "{}"]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains(
+            "core-agent: server `bad` wrote a non-protocol stdout line longer than \
+             max_message_bytes (16 MiB), so it was stopped during the call to `fault`"
+        ),
+        "{run:?}"
+    );
 }
 
 #[test]

@@ -347,7 +347,7 @@ enum LineKind {
 
 /// Copies JSON lines from the child's stdout to `out` as they arrive (a line
 /// is never held whole here); remembers the first line that is not JSON. A
-/// JSON line longer than `max_line` bytes ends the copy: what is in `notes` says
+/// line longer than `max_line` bytes ends the copy: what is in `notes` says
 /// why, and `out` ends, so the connection ends and the server is stopped.
 /// Memory stays bounded whatever the child writes.
 async fn filter_stdout(
@@ -379,13 +379,17 @@ async fn filter_stdout(
             };
             piece = &piece[first..];
         }
-        // Only a message is bounded: noise is never held past its first
-        // bytes, so a long log line costs nothing.
-        if kind == LineKind::Protocol && length > max_line {
+        // Every line is bounded (noise is never held past its first bytes,
+        // but a server that writes endlessly without a newline is broken).
+        if length > max_line {
+            let what = match kind {
+                LineKind::Protocol => "sent a message",
+                LineKind::Noise | LineKind::Blank => "wrote a non-protocol stdout line",
+            };
             StdoutNotes::set(
                 &notes.overflow,
                 format!(
-                    "sent a message longer than max_message_bytes ({}), so it was stopped",
+                    "{what} longer than max_message_bytes ({}), so it was stopped",
                     bytes(max_line)
                 ),
             );
