@@ -57,6 +57,16 @@ fn call_within(p: &Project, tool: &str) -> Run {
     run
 }
 
+/// A project with the fixture `mode` as `bad` beside the demo, after
+/// asserting that `bad` connected with `tools` tools and the demo answers.
+fn connected_beside_demo(mode: &str, tools: u64) -> Project {
+    let p = project(fixture(mode));
+    let (bad, demo) = list(&p, "10");
+    connected(&bad, tools);
+    demo_answers(&p, &demo);
+    p
+}
+
 /// Asserts that `bad` is connected with `tools` tools and no error.
 fn connected(bad: &Value, tools: u64) {
     assert_eq!(
@@ -68,10 +78,7 @@ fn connected(bad: &Value, tools: u64) {
 
 #[test]
 fn garbage_on_stdout_mid_session_is_skipped() {
-    let p = project(fixture("noisy"));
-    let (bad, demo) = list(&p, "10");
-    connected(&bad, 2);
-    demo_answers(&p, &demo);
+    let p = connected_beside_demo("noisy", 2);
     // `fault` writes three non-JSON lines before its answer: they are
     // skipped, and the answer after them still arrives.
     let run = call_within(&p, "bad_fault");
@@ -81,10 +88,7 @@ fn garbage_on_stdout_mid_session_is_skipped() {
 
 #[test]
 fn invalid_json_rpc_frames_end_in_the_call_timeout() {
-    let p = project(fixture("bad-frames"));
-    let (bad, demo) = list(&p, "10");
-    connected(&bad, 2);
-    demo_answers(&p, &demo);
+    let p = connected_beside_demo("bad-frames", 2);
     let run = call_within(&p, "bad_fault");
     run.expect_code(1);
     assert_eq!(
@@ -165,11 +169,8 @@ fn infinite_pagination_stops_at_max_pages() {
 
 #[test]
 fn a_tool_list_that_changes_on_every_listing_still_serves_calls() {
-    let p = project(fixture("shifting"));
-    let (bad, demo) = list(&p, "10");
     // `echo`, `fault` and one `gen<n>`, whichever listing was kept last.
-    connected(&bad, 3);
-    demo_answers(&p, &demo);
+    let p = connected_beside_demo("shifting", 3);
     let run = call_within(&p, "bad_fault");
     run.expect_code(0);
     assert_eq!(run.stdout, "fault answered\n");
@@ -207,10 +208,7 @@ fn a_tool_list_that_changes_on_every_listing_is_re_listed_at_a_bounded_rate() {
 
 #[test]
 fn a_flood_of_log_notifications_does_not_stop_the_answer() {
-    let p = project(fixture("flood"));
-    let (bad, demo) = list(&p, "10");
-    connected(&bad, 2);
-    demo_answers(&p, &demo);
+    let p = connected_beside_demo("flood", 2);
     // 10,000 `notifications/message` before the answer.
     let run = call_within(&p, "bad_fault");
     run.expect_code(0);

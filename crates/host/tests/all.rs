@@ -757,6 +757,20 @@ fn survey_over(root: &std::path::Path) -> Option<core_agent_host::SurveyOptions>
     })
 }
 
+/// Host options with the survey tools over `root` and the digest on (a
+/// store in memory).
+fn digested_survey_over(root: &std::path::Path) -> HostOptions {
+    HostOptions {
+        survey: survey_over(root),
+        digest: Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store: std::sync::Arc::new(core_agent_digest::MemoryStore::new()),
+            llm: None,
+        }),
+        ..HostOptions::default()
+    }
+}
+
 const SURVEY_TOOLS: [&str; 4] = ["list_dir", "glob", "grep", "read_many_files"];
 
 #[tokio::test]
@@ -872,16 +886,7 @@ async fn a_large_grep_is_digested_and_retrieve_raw_returns_the_json() {
     let dir = tempfile::tempdir().unwrap();
     let lines: String = (0..5000).map(|i| format!("needle {i}\n")).collect();
     std::fs::write(dir.path().join("hay.txt"), lines).unwrap();
-    let options = HostOptions {
-        survey: survey_over(dir.path()),
-        digest: Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store: std::sync::Arc::new(core_agent_digest::MemoryStore::new()),
-            llm: None,
-        }),
-        ..HostOptions::default()
-    };
-    let host = start(Vec::new(), options).await;
+    let host = start(Vec::new(), digested_survey_over(dir.path())).await;
     let session = host.host.session(approving());
     let found = session
         .call("grep", args(json!({"pattern": "needle"})))
@@ -990,16 +995,7 @@ async fn a_digested_grep_keeps_the_first_and_last_matches_with_paths_and_lines()
             .collect();
         std::fs::write(sub.join("lib.rs"), lines).unwrap();
     }
-    let options = HostOptions {
-        survey: survey_over(dir.path()),
-        digest: Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store: std::sync::Arc::new(core_agent_digest::MemoryStore::new()),
-            llm: None,
-        }),
-        ..HostOptions::default()
-    };
-    let host = start(Vec::new(), options).await;
+    let host = start(Vec::new(), digested_survey_over(dir.path())).await;
     let session = host.host.session(approving());
     let found = session
         .call("grep", args(json!({"pattern": "needle_"})))

@@ -880,29 +880,23 @@ mod tests {
         )]
         .into_iter()
         .collect();
+        let unverifiable = |spec: &ServerSpec| {
+            Catalog::build_pinned(
+                [ServerTools {
+                    name: "srv",
+                    spec,
+                    tools: &tools,
+                }],
+                &[],
+                &unverified,
+            )
+        };
         s.pin = PinMode::Strict;
-        let c = Catalog::build_pinned(
-            [ServerTools {
-                name: "srv",
-                spec: &s,
-                tools: &tools,
-            }],
-            &[],
-            &unverified,
-        );
+        let c = unverifiable(&s);
         assert!(c.entries().is_empty());
         assert_eq!(c.warnings()[0].kind(), "pin-unverified");
         s.pin = PinMode::Warn;
-        let c = Catalog::build_pinned(
-            [ServerTools {
-                name: "srv",
-                spec: &s,
-                tools: &tools,
-            }],
-            &[],
-            &unverified,
-        );
-        assert_eq!(names(&c), ["changed", "fresh", "same"]);
+        assert_eq!(names(&unverifiable(&s)), ["changed", "fresh", "same"]);
     }
 
     #[test]

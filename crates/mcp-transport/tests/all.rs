@@ -138,6 +138,23 @@ async fn gone(pid: i32) -> bool {
     true
 }
 
+/// Asserts that `pids` run, shuts `servers` down, and asserts that it took
+/// no kill grace (every server exits on stdin EOF) and left none of them.
+async fn shutdown_stops(servers: &Servers, pids: &[i32]) {
+    for pid in pids {
+        assert!(alive(*pid), "pid {pid} should run before shutdown");
+    }
+    let started = Instant::now();
+    servers.shutdown().await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    for pid in pids {
+        assert!(
+            gone(*pid).await,
+            "pid {pid} is still running after shutdown"
+        );
+    }
+}
+
 fn read_pid(path: &Path) -> i32 {
     std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -641,17 +658,8 @@ async fn shutdown_stops_every_child_and_its_process_group() {
         read_pid(&grandchild_file),
         read_pid(&plain_file),
     ];
-    for pid in pids {
-        assert!(alive(pid), "pid {pid} should run before shutdown");
-    }
-
-    let started = Instant::now();
-    servers.shutdown().await;
-    // The echo server exits on stdin EOF, so no kill grace is waited out.
-    assert!(started.elapsed() < Duration::from_secs(3));
-    for pid in pids {
-        assert!(gone(pid).await, "pid {pid} is still running after shutdown");
-    }
+    // The echo server exits on stdin EOF.
+    shutdown_stops(&servers, &pids).await;
 
     for server in servers.iter() {
         assert_eq!(server.status(), Status::Closed);
@@ -1033,18 +1041,9 @@ async fn a_supervised_server_starts_fails_and_stops_like_a_direct_one() {
         read_pid(&grandchild_file),
         read_pid(&escapee_file),
     ];
-    for pid in pids {
-        assert!(alive(pid), "pid {pid} should run before shutdown");
-    }
-    let started = Instant::now();
-    servers.shutdown().await;
     // The server exits on stdin EOF; the supervisor then stops the rest of
-    // its group and its reparented children (the `sleep`s) and exits: no
-    // grace is waited out.
-    assert!(started.elapsed() < Duration::from_secs(3));
-    for pid in pids {
-        assert!(gone(pid).await, "pid {pid} is still running after shutdown");
-    }
+    // its group and its reparented children (the `sleep`s) and exits.
+    shutdown_stops(&servers, &pids).await;
 }
 
 /// A stdio server that counts its starts in `dir/starts` and fails each
