@@ -1400,7 +1400,7 @@ fn init_message(e: &ClientInitializeError, source: Option<&str>, server: &str) -
     }
     match e {
         ClientInitializeError::TransportError { error, .. } => transport_words(error),
-        _ => http_problem(text),
+        _ => plain(text),
     }
 }
 
@@ -1408,60 +1408,50 @@ fn init_message(e: &ClientInitializeError, source: Option<&str>, server: &str) -
 /// cause ("Connection refused (os error 111)", "dns error: …", a redirect
 /// loop), else what the server answered.
 fn transport_words(error: &rmcp::transport::DynamicTransportError) -> String {
-    if let Some(StreamableHttpError::Client(client)) = error
+    match error
         .error
         .downcast_ref::<StreamableHttpError<reqwest::Error>>()
     {
-        let mut cause: &dyn std::error::Error = client;
-        while let Some(next) = cause.source() {
-            cause = next;
+        Some(StreamableHttpError::Client(client)) => {
+            let mut cause: &dyn std::error::Error = client;
+            while let Some(next) = cause.source() {
+                cause = next;
+            }
+            let cause = cause.to_string();
+            if cause.contains("too many redirects") || cause.contains("exceeded 10 redirects") {
+                return format!(
+                    "the server redirected more than 10 times ({cause}): a redirect loop; check `url`"
+                );
+            }
+            format!("cannot reach the server: {cause}")
         }
-        let cause = cause.to_string();
-        if cause.contains("too many redirects") || cause.contains("exceeded 10 redirects") {
-            return format!(
-                "the server redirected more than 10 times ({cause}): a redirect loop; check `url`"
-            );
+        // rmcp keeps only the status of a 5xx or 429 (no body).
+        Some(StreamableHttpError::HttpStatus(failure)) => {
+            match http::StatusCode::from_u16(failure.status) {
+                Ok(status) if status.is_server_error() => format!(
+                    "the server answered HTTP {status}: it failed on its side; its own logs say why"
+                ),
+                Ok(status) => format!("the server answered HTTP {status}; try again later"),
+                Err(_) => format!("the server answered HTTP {}", failure.status),
+            }
         }
-        return format!("cannot reach the server: {cause}");
+        Some(StreamableHttpError::ResponseBodyTooLarge { max_size }) => format!(
+            "the server's answer was longer than max_message_bytes ({}), so it was not read; raise `limits.max_message_bytes` for this server if such answers are expected",
+            crate::child::bytes(*max_size)
+        ),
+        _ => plain(error.to_string()),
     }
-    http_problem(error.to_string())
 }
 
-/// An HTTP transport's error (`Transport [<rmcp types>] error: HTTP 500`)
-/// in words: what the server answered, without rmcp's type names.
-fn http_problem(text: String) -> String {
-    if let Some(i) = text.find(TOO_LARGE) {
-        let size = text[i + TOO_LARGE.len()..]
-            .split(' ')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .map_or_else(|| "its limit".to_owned(), crate::child::bytes);
-        return format!(
-            "the server's answer was longer than max_message_bytes ({size}), so it was not read; raise `limits.max_message_bytes` for this server if such answers are expected"
-        );
-    }
+/// rmcp's error text without its type names (`Transport [<types>] error: `)
+/// and the request it was about (`, when send initialize request`).
+fn plain(text: String) -> String {
     let text = match text.find("] error: ") {
-        Some(i) => text[i + "] error: ".len()..].to_owned(),
-        None => text,
+        Some(i) => &text[i + "] error: ".len()..],
+        None => &text,
     };
-    let text = text
-        .split(", when send")
+    text.split(", when send")
         .next()
         .unwrap_or_default()
-        .to_owned();
-    // rmcp keeps only the status of a 5xx or 429 (no body).
-    match text
-        .strip_prefix("HTTP ")
-        .and_then(|code| code.parse::<u16>().ok())
-        .and_then(|code| http::StatusCode::from_u16(code).ok())
-    {
-        Some(status) if status.is_server_error() => format!(
-            "the server answered HTTP {status}: it failed on its side; its own logs say why"
-        ),
-        Some(status) => format!("the server answered HTTP {status}; try again later"),
-        None => text,
-    }
+        .to_owned()
 }
-
-/// How rmcp says that a response body passed its limit.
-const TOO_LARGE: &str = "HTTP response body exceeded the maximum size of ";
