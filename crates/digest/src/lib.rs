@@ -11,8 +11,9 @@ mod telemetry;
 
 pub use error::{Error, Result};
 pub use llm::{
-    BoxFuture, DEFAULT_MODEL, Price, Pricing, Summarizer, Summary, SummaryError, SummaryRequest,
-    choose_model,
+    Billed, BoxFuture, DEFAULT_MAX_INPUT_BYTES, DEFAULT_MODEL, INSTRUCTION,
+    MESSAGE_OVERHEAD_TOKENS, Price, Pricing, Summarizer, Summary, SummaryError, SummaryFailure,
+    SummaryRequest, TokenUsage, bound_input, choose_model,
 };
 pub use prune::{Limits, Malformed, PruneStats, is_identifier_key, prune, prune_with_stats};
 pub use route::{Digested, Method, PROSE_WRAPPER_STRINGS, Settings, extract, passthrough, route};

@@ -9,12 +9,19 @@ use crate::Method;
 pub struct LlmUsage {
     /// The model that ran.
     pub model: String,
-    /// Prompt tokens.
+    /// Prompt tokens, the cached ones included.
     pub input_tokens: u64,
+    /// Of those, tokens billed at the cached-input price.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
     /// Completion tokens.
     pub output_tokens: u64,
     /// Cost in US dollars.
     pub cost_usd: f64,
+    /// The provider reported no usage (a timeout, an answer without
+    /// `usage`): the tokens and cost are the call's reserved worst case.
+    #[serde(default)]
+    pub worst_case: bool,
 }
 
 /// One digested payload, as telemetry records it.
@@ -28,8 +35,15 @@ pub struct DigestEvent {
     pub digest_bytes: u64,
     /// The LLM's usage, when it ran (also when it failed after being billed).
     pub llm: Option<LlmUsage>,
-    /// The LLM path was skipped because the session reached its cost ceiling.
+    /// The LLM path was skipped because the session's cost ceiling could
+    /// not cover the call's worst case.
     pub ceiling_reached: bool,
+    /// The LLM ran but made no summary (an error, a timeout).
+    #[serde(default)]
+    pub llm_failed: bool,
+    /// The LLM's summary was dropped: it was not smaller than the structural digest.
+    #[serde(default)]
+    pub llm_not_smaller: bool,
 }
 
 impl DigestEvent {
@@ -41,11 +55,15 @@ impl DigestEvent {
             digest_bytes: digest_bytes as u64,
             llm: None,
             ceiling_reached: false,
+            llm_failed: false,
+            llm_not_smaller: false,
         }
     }
 }
 
-/// `digest_methods`: per-method call counts and cumulative bytes saved.
+/// `digest_methods`: per-method call counts and cumulative bytes saved, for
+/// the methods seen only. Keyed by [`Method::as_str`], so a new method needs
+/// no change here.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DigestMethods {
     /// Calls per method.
@@ -63,14 +81,24 @@ pub struct DigestSavings {
     pub agentic_calls: u64,
     /// Tokens the parent model did not have to read (bytes saved / 4).
     pub parent_tokens_saved: u64,
-    /// Tokens the LLM read.
+    /// Tokens the LLM read (the cached ones included).
     pub subagent_input_tokens: u64,
+    /// Of those, tokens billed at the cached-input price.
+    pub subagent_cached_input_tokens: u64,
     /// Tokens the LLM wrote.
     pub subagent_output_tokens: u64,
-    /// What the LLM cost, in US dollars.
+    /// What the LLM cost, in US dollars (failed calls included).
     pub subagent_cost_usd: f64,
-    /// Payloads that skipped the LLM because the cost ceiling was reached.
+    /// Payloads that skipped the LLM because the cost ceiling could not
+    /// cover the call's worst case.
     pub ceiling_skips: u64,
+    /// LLM calls that made no summary (an error, a timeout).
+    pub subagent_failures: u64,
+    /// LLM summaries dropped for not being smaller than the structural digest.
+    pub subagent_not_smaller: u64,
+    /// LLM calls recorded at their reserved worst case, the provider having
+    /// reported no usage (a timeout, an answer without `usage`).
+    pub subagent_worst_case_calls: u64,
 }
 
 /// A session's digest telemetry, in the spec's shapes.
@@ -105,16 +133,81 @@ impl Usage {
         s.parent_tokens_saved += saved / 4;
         if let Some(llm) = &event.llm {
             s.subagent_input_tokens += llm.input_tokens;
+            s.subagent_cached_input_tokens += llm.cached_input_tokens;
             s.subagent_output_tokens += llm.output_tokens;
             s.subagent_cost_usd += llm.cost_usd;
+            s.subagent_worst_case_calls += u64::from(llm.worst_case);
         }
-        if event.ceiling_reached {
-            s.ceiling_skips += 1;
-        }
+        s.ceiling_skips += u64::from(event.ceiling_reached);
+        s.subagent_failures += u64::from(event.llm_failed);
+        s.subagent_not_smaller += u64::from(event.llm_not_smaller);
     }
 
     /// What the LLM has cost this session so far.
     pub fn spent_usd(&self) -> f64 {
         self.digest_savings.subagent_cost_usd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn only_the_methods_seen_are_listed_and_any_name_counts() {
+        let mut usage = Usage::default();
+        let empty = serde_json::to_value(&usage).unwrap();
+        assert_eq!(
+            empty["digest_methods"],
+            json!({"counts": {}, "bytes_saved": {}})
+        );
+        // Every savings field is there, at zero, before anything happened.
+        let savings = empty["digest_savings"].as_object().unwrap();
+        let fields: Vec<&str> = savings.keys().map(String::as_str).collect();
+        assert_eq!(
+            fields,
+            [
+                "structural_calls",
+                "agentic_calls",
+                "parent_tokens_saved",
+                "subagent_input_tokens",
+                "subagent_cached_input_tokens",
+                "subagent_output_tokens",
+                "subagent_cost_usd",
+                "ceiling_skips",
+                "subagent_failures",
+                "subagent_not_smaller",
+                "subagent_worst_case_calls",
+            ]
+        );
+        assert!(
+            savings.values().all(|v| v.as_f64() == Some(0.0)),
+            "{savings:?}"
+        );
+        usage.record(&DigestEvent::new(Method::StructuralJson, 1000, 100));
+        // A method this crate does not know yet is counted like any other.
+        let mut future = DigestEvent::new(Method::Passthrough, 800, 200);
+        future.method = "structural_diff".to_owned();
+        usage.record(&future);
+        let shown = serde_json::to_value(&usage).unwrap();
+        assert_eq!(
+            shown["digest_methods"],
+            json!({"counts": {"structural_json": 1, "structural_diff": 1},
+                   "bytes_saved": {"structural_json": 900, "structural_diff": 600}})
+        );
+        assert_eq!(shown["digest_savings"]["structural_calls"], 2);
+    }
+
+    #[test]
+    fn an_event_of_an_older_version_still_reads() {
+        let old = r#"{"method":"llm_fallback","raw_bytes":9000,"digest_bytes":100,
+            "llm":{"model":"m","input_tokens":10,"output_tokens":5,"cost_usd":0.5},
+            "ceiling_reached":false}"#;
+        let event: DigestEvent = serde_json::from_str(old).unwrap();
+        let llm = event.llm.as_ref().unwrap();
+        assert_eq!((llm.cached_input_tokens, llm.worst_case), (0, false));
+        assert!(!event.llm_failed && !event.llm_not_smaller);
     }
 }

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use core_agent_digest::{MemoryStore, Price, Pricing, Settings, SqliteStore, Store, choose_model};
+use core_agent_digest::{
+    DEFAULT_MAX_INPUT_BYTES, MemoryStore, Price, Pricing, Settings, SqliteStore, Store,
+    choose_model,
+};
 use core_agent_mcp_config::Config;
 use core_agent_permissions::PermissionsConfig;
 
@@ -99,7 +102,8 @@ impl HostConfig {
     /// configured (`CORE_AGENT_LLM_BASE_URL`), with its model chosen from the
     /// flag, then `agentic_wrap_model`, then the small model, then the
     /// default, priced by the built-in table overlaid with
-    /// `agentic_wrap_pricing`. The survey tools are on, over
+    /// `agentic_wrap_pricing`, shown at most `agentic_wrap_llm_max_input_bytes`
+    /// of a payload (256 KiB by default). The survey tools are on, over
     /// `survey_root`, unless `"survey": false` or `no_survey`.
     pub fn from_config(
         config: &Config,
@@ -145,6 +149,13 @@ impl HostConfig {
                         pricing: pricing(config),
                         cost_ceiling: overrides.cost_ceiling,
                         timeout: LLM_TIMEOUT,
+                        max_input_bytes: config
+                            .wrap
+                            .llm_max_input_bytes
+                            .as_ref()
+                            .map_or(DEFAULT_MAX_INPUT_BYTES, |s| {
+                                usize::try_from(s.value).unwrap_or(usize::MAX).max(1)
+                            }),
                     }),
                     Some(Err(e)) => {
                         notices.push(format!("digest: the LLM second chance is off: {e}"));

@@ -1,9 +1,9 @@
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use core_agent_digest::{
-    DigestEvent, Digested, LlmUsage, Method, Pricing, RawRecord, Settings, Store, Summarizer,
-    SummaryRequest, new_call_id, route,
+    Billed, DigestEvent, Digested, LlmUsage, Method, Pricing, RawRecord, Settings, Store,
+    Summarizer, SummaryRequest, TokenUsage, bound_input, new_call_id, route,
 };
 use core_agent_mcp_transport::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
@@ -19,9 +19,12 @@ pub struct DigestWrap {
     pub session: String,
     /// The LLM second chance, when enabled.
     pub llm: Option<LlmPath>,
-    /// Held from the ceiling check until the cost is recorded, so
-    /// concurrent calls cannot overspend the ceiling together.
-    spending: tokio::sync::Mutex<()>,
+    /// US dollars reserved by the second chances in flight: each reserves
+    /// its worst case under this lock before it starts and releases it
+    /// once its real cost is recorded, so concurrent calls cannot overspend
+    /// the ceiling together. Held only to reserve and to release, never
+    /// across a call.
+    in_flight: Mutex<f64>,
 }
 
 /// The LLM second chance: who summarizes, with which model, at what price,
@@ -38,6 +41,27 @@ pub struct LlmPath {
     pub cost_ceiling: Option<f64>,
     /// How long one summary may take.
     pub timeout: Duration,
+    /// The most bytes of a payload the LLM is shown: a larger one is cut
+    /// to its head and tail, with a marker naming the cut
+    /// (`agentic_wrap_llm_max_input_bytes`, default 256 KiB).
+    pub max_input_bytes: usize,
+}
+
+/// The worst case of one second chance, reserved against the session's
+/// ceiling until its real cost is recorded (released when dropped).
+struct Reservation<'a> {
+    in_flight: &'a Mutex<f64>,
+    usd: f64,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *in_flight = (*in_flight - self.usd).max(0.0);
+    }
 }
 
 impl DigestWrap {
@@ -52,7 +76,7 @@ impl DigestWrap {
             store,
             session: session.into(),
             llm: None,
-            spending: tokio::sync::Mutex::new(()),
+            in_flight: Mutex::new(0.0),
         }
     }
 
@@ -71,68 +95,120 @@ impl DigestWrap {
                 && digested.digest.len() < self.settings.threshold)
     }
 
+    /// Reserves `worst` US dollars of the session's ceiling, or says why
+    /// not: the spend recorded so far, the reservations in flight and this
+    /// one must stay within the ceiling. Without a ceiling, always granted.
+    fn reserve(&self, llm: &LlmPath, worst: f64) -> Result<Reservation<'_>, String> {
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(ceiling) = llm.cost_ceiling {
+            let spent = self
+                .store
+                .usage(&self.session)
+                .map(|u| u.spent_usd())
+                .map_err(|e| {
+                    format!("the session's spend so far cannot be read ({e}), so the ${ceiling} ceiling cannot be checked")
+                })?;
+            if spent + *in_flight + worst > ceiling {
+                return Err(format!(
+                    "the session's ${ceiling} ceiling cannot cover this call's worst case of ${worst:.6} (${spent:.6} spent, ${:.6} reserved by calls in flight)",
+                    *in_flight
+                ));
+            }
+        }
+        *in_flight += worst;
+        Ok(Reservation {
+            in_flight: &self.in_flight,
+            usd: worst,
+        })
+    }
+
     /// The LLM second chance, for a payload the router could not get under
-    /// the threshold. Any failure, or a reached ceiling, leaves the
-    /// router's result; the call never fails because of the digest.
+    /// the threshold: the payload, bounded to `max_input_bytes`, is
+    /// summarized under a reservation of the call's worst case. Any failure,
+    /// a ceiling that cannot cover the worst case, or a summary not smaller
+    /// than the router's digest leaves the router's result; the call never
+    /// fails because of the digest. The event records what the call was
+    /// billed (its worst case when the provider reported nothing); the
+    /// reservation returned is to be dropped once the event is recorded.
     async fn second_chance(
         &self,
         payload: &str,
         digested: Digested,
         event: &mut DigestEvent,
-    ) -> Digested {
+    ) -> (Digested, Option<Reservation<'_>>) {
         let Some(llm) = &self.llm else {
-            return digested;
+            return (digested, None);
         };
-        if !self.wants_second_chance(&digested) {
-            return digested;
-        }
-        let spent = self
-            .store
-            .usage(&self.session)
-            .map(|u| u.spent_usd())
-            .unwrap_or(0.0);
-        if llm.cost_ceiling.is_some_and(|ceiling| spent >= ceiling) {
-            event.ceiling_reached = true;
-            return digested;
-        }
-        let request = SummaryRequest {
-            payload,
-            model: &llm.model,
-            target_bytes: self.settings.threshold,
-        };
-        match tokio::time::timeout(llm.timeout, llm.summarizer.summarize(request)).await {
-            Ok(Ok(summary)) => {
-                event.llm = Some(LlmUsage {
-                    model: llm.model.clone(),
-                    input_tokens: summary.input_tokens,
-                    output_tokens: summary.output_tokens,
-                    cost_usd: llm.pricing.cost(
-                        &llm.model,
-                        summary.input_tokens,
-                        summary.output_tokens,
-                    ),
-                });
-                Digested {
-                    digest: summary.text,
-                    raw_bytes: digested.raw_bytes,
-                    method: Method::LlmFallback,
-                }
-            }
-            Ok(Err(why)) => {
-                tracing::warn!(
-                    "the LLM second chance failed, keeping the {} digest: {why}",
+        let input = bound_input(payload, llm.max_input_bytes);
+        // The summary is asked to beat both the threshold and the router.
+        let target = self.settings.threshold.min(digested.digest.len());
+        let request = SummaryRequest::new(&input, &llm.model, target);
+        let worst = request.worst_case();
+        let worst_usd = llm.pricing.cost_of(&llm.model, &worst);
+        let reservation = match self.reserve(llm, worst_usd) {
+            Ok(reservation) => reservation,
+            Err(why) => {
+                tracing::info!(
+                    "the LLM second chance is skipped, keeping the {} digest: {why}",
                     digested.method
                 );
-                digested
+                event.ceiling_reached = true;
+                return (digested, None);
+            }
+        };
+        let (text, billed) = match tokio::time::timeout(
+            llm.timeout,
+            llm.summarizer.summarize(request),
+        )
+        .await
+        {
+            Ok(Ok(summary)) => (Some(summary.text), summary.billed),
+            Ok(Err(failure)) => {
+                tracing::warn!(
+                    "the LLM second chance failed, keeping the {} digest: {}",
+                    digested.method,
+                    failure.error
+                );
+                (None, failure.billed)
             }
             Err(_) => {
                 tracing::warn!(
-                    "the LLM second chance timed out, keeping the {} digest",
+                    "the LLM second chance timed out after {} s, keeping the {} digest; its worst case (${worst_usd:.6}) is recorded as spent",
+                    llm.timeout.as_secs_f64(),
                     digested.method
                 );
-                digested
+                (None, Billed::Unknown)
             }
+        };
+        event.llm = match billed {
+            Billed::Reported(usage) => Some(llm_usage(llm, usage, false)),
+            Billed::Unknown => Some(llm_usage(llm, worst, true)),
+            Billed::Nothing => None,
+        };
+        let Some(text) = text else {
+            event.llm_failed = true;
+            return (digested, Some(reservation));
+        };
+        let summarized = Digested {
+            digest: text,
+            raw_bytes: digested.raw_bytes,
+            method: Method::LlmFallback,
+        };
+        // Compared as the model would read them, in the envelope.
+        if summarized.envelope("").len() >= digested.envelope("").len() {
+            tracing::info!(
+                "the LLM summary ({} bytes) is not smaller than the {} digest ({} bytes); keeping the digest",
+                summarized.digest.len(),
+                digested.method,
+                digested.digest.len()
+            );
+            event.llm_not_smaller = true;
+            return (digested, Some(reservation));
         }
+        (summarized, Some(reservation))
     }
 
     /// Digests `result` if its payload is over the threshold. The payload is
@@ -200,24 +276,32 @@ impl DigestWrap {
             return result;
         }
         let mut event = DigestEvent::new(digested.method, digested.raw_bytes, 0);
-        // Held until the cost is recorded, so concurrent calls cannot
-        // overspend the ceiling together.
-        let _spending = match self.llm {
-            Some(_) => Some(self.spending.lock().await),
-            None => None,
-        };
-        let digested = match &llm_payload {
+        let (digested, reservation) = match &llm_payload {
             Some(payload) => self.second_chance(payload, digested, &mut event).await,
-            None => digested,
+            None => (digested, None),
         };
         let envelope = digested.envelope(&call_id);
         event.method = digested.method.as_str().to_owned();
         event.digest_bytes = envelope.len() as u64;
         let _ = self.store.record(&self.session, &event);
+        // The cost is in the store now: the reservation may go.
+        drop(reservation);
         result.content.retain(|c| c.as_text().is_none());
         result.content.insert(0, ContentBlock::text(envelope));
         result.structured_content = None;
         result
+    }
+}
+
+/// The telemetry of a call billed `usage` (its worst case when `worst_case`).
+fn llm_usage(llm: &LlmPath, usage: TokenUsage, worst_case: bool) -> LlmUsage {
+    LlmUsage {
+        model: llm.model.clone(),
+        input_tokens: usage.input_tokens,
+        cached_input_tokens: usage.cached_input_tokens,
+        output_tokens: usage.output_tokens,
+        cost_usd: llm.pricing.cost_of(&llm.model, &usage),
+        worst_case,
     }
 }
 
@@ -323,6 +407,7 @@ impl std::fmt::Debug for LlmPath {
             .field("pricing", &self.pricing)
             .field("cost_ceiling", &self.cost_ceiling)
             .field("timeout", &self.timeout)
+            .field("max_input_bytes", &self.max_input_bytes)
             .finish_non_exhaustive()
     }
 }
@@ -418,6 +503,315 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("call_id"), "{text}");
+    }
+
+    /// A summarizer that says it started, then waits for a permit of its
+    /// gate before answering what `answer` makes of the request.
+    struct Gated {
+        calls: std::sync::atomic::AtomicUsize,
+        started: tokio::sync::mpsc::UnboundedSender<()>,
+        gate: Arc<tokio::sync::Semaphore>,
+        seen: std::sync::Mutex<Vec<String>>,
+        answer: fn(
+            &SummaryRequest<'_>,
+        )
+            -> Result<core_agent_digest::Summary, core_agent_digest::SummaryFailure>,
+    }
+
+    impl Summarizer for Gated {
+        fn summarize<'a>(
+            &'a self,
+            request: SummaryRequest<'a>,
+        ) -> core_agent_digest::BoxFuture<
+            'a,
+            Result<core_agent_digest::Summary, core_agent_digest::SummaryFailure>,
+        > {
+            Box::pin(async move {
+                self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                self.seen.lock().unwrap().push(request.payload.to_owned());
+                let _ = self.started.send(());
+                let _permit = self.gate.acquire().await.unwrap();
+                (self.answer)(&request)
+            })
+        }
+    }
+
+    /// An answer billed exactly the request's worst case.
+    fn billed_worst_case(
+        request: &SummaryRequest<'_>,
+    ) -> Result<core_agent_digest::Summary, core_agent_digest::SummaryFailure> {
+        Ok(core_agent_digest::Summary {
+            text: "short summary".to_owned(),
+            billed: Billed::Reported(request.worst_case()),
+        })
+    }
+
+    struct Harness {
+        wrap: Arc<DigestWrap>,
+        store: Arc<core_agent_digest::MemoryStore>,
+        fake: Arc<Gated>,
+        started: tokio::sync::mpsc::UnboundedReceiver<()>,
+        gate: Arc<tokio::sync::Semaphore>,
+    }
+
+    /// A wrap (threshold 2000) whose second chance is a [`Gated`] fake
+    /// answering with `answer`; `open` permits are given at once.
+    fn harness(
+        answer: fn(
+            &SummaryRequest<'_>,
+        )
+            -> Result<core_agent_digest::Summary, core_agent_digest::SummaryFailure>,
+        open: usize,
+        tune: impl FnOnce(&mut LlmPath),
+    ) -> Harness {
+        let (tx, started) = tokio::sync::mpsc::unbounded_channel();
+        let gate = Arc::new(tokio::sync::Semaphore::new(open));
+        let fake = Arc::new(Gated {
+            calls: Default::default(),
+            started: tx,
+            gate: gate.clone(),
+            seen: Default::default(),
+            answer,
+        });
+        let mut llm = LlmPath {
+            summarizer: fake.clone(),
+            model: "m".to_owned(),
+            pricing: Pricing::default(),
+            cost_ceiling: None,
+            timeout: Duration::from_secs(600),
+            max_input_bytes: core_agent_digest::DEFAULT_MAX_INPUT_BYTES,
+        };
+        tune(&mut llm);
+        let store = Arc::new(core_agent_digest::MemoryStore::new());
+        let settings = Settings {
+            threshold: 2000,
+            ..Settings::default()
+        };
+        let wrap = Arc::new(DigestWrap::new(settings, store.clone(), "s").with_llm(llm));
+        Harness {
+            wrap,
+            store,
+            fake,
+            started,
+            gate,
+        }
+    }
+
+    /// 3000 bytes of prose: passed through whole, so over the threshold.
+    fn prose() -> CallToolResult {
+        result(&[&"line of prose, long. ".repeat(150)], None)
+    }
+
+    fn method_of(r: &CallToolResult) -> String {
+        let envelope: Value = serde_json::from_str(&r.content[0].as_text().unwrap().text).unwrap();
+        envelope["method"].as_str().unwrap().to_owned()
+    }
+
+    /// `future`, or a failure naming what hung (a guard, not a measure).
+    async fn or_hang<F: std::future::Future>(what: &str, future: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(60), future)
+            .await
+            .unwrap_or_else(|_| panic!("{what} hangs"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_digests_never_spend_past_the_ceiling() {
+        // Each call's worst case, as the wrap reserves it.
+        let payload = payload_of(&prose()).unwrap();
+        let worst = SummaryRequest::new(&payload, "m", 2000).worst_case();
+        let worst_usd = Pricing::default().cost_of("m", &worst);
+        // The ceiling covers two reservations, not three.
+        let mut h = harness(billed_worst_case, 0, |llm| {
+            llm.cost_ceiling = Some(2.5 * worst_usd)
+        });
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..6 {
+            let wrap = h.wrap.clone();
+            calls.spawn(async move { wrap.apply(prose(), "srv", "t").await });
+        }
+        // Four are refused at once, while the two admitted ones wait in the LLM.
+        let mut methods = Vec::new();
+        for _ in 0..4 {
+            let done = or_hang("a refused digest", calls.join_next()).await;
+            methods.push(method_of(&done.unwrap().unwrap()));
+        }
+        assert_eq!(methods, ["passthrough"; 4]);
+        for _ in 0..2 {
+            or_hang("an admitted call", h.started.recv()).await;
+        }
+        assert_eq!(h.fake.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+        h.gate.add_permits(2);
+        while let Some(done) = or_hang("an admitted digest", calls.join_next()).await {
+            methods.push(method_of(&done.unwrap()));
+        }
+        assert_eq!(methods[4..], ["llm_fallback", "llm_fallback"]);
+        // Settled at their real cost (here their worst case), and no more
+        // calls once the spend leaves no room for another worst case.
+        let usage = h.store.usage("s").unwrap();
+        let s = &usage.digest_savings;
+        assert!(
+            (s.subagent_cost_usd - 2.0 * worst_usd).abs() < 1e-12,
+            "{s:?}"
+        );
+        assert!(s.subagent_cost_usd <= 2.5 * worst_usd);
+        assert_eq!(s.ceiling_skips, 4);
+        assert_eq!(
+            method_of(&h.wrap.apply(prose(), "srv", "t").await),
+            "passthrough"
+        );
+        assert_eq!(h.fake.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert_eq!(
+            *h.wrap.in_flight.lock().unwrap(),
+            0.0,
+            "every reservation released"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_worst_case_the_ceiling_cannot_cover_never_starts() {
+        let h = harness(billed_worst_case, 1, |llm| llm.cost_ceiling = Some(1e-6));
+        assert_eq!(
+            method_of(&h.wrap.apply(prose(), "srv", "t").await),
+            "passthrough"
+        );
+        assert_eq!(h.fake.calls.load(std::sync::atomic::Ordering::SeqCst), 0);
+        let usage = h.store.usage("s").unwrap();
+        assert_eq!(usage.digest_savings.ceiling_skips, 1);
+        assert_eq!(usage.digest_savings.subagent_cost_usd, 0.0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_structural_digest_completes_while_a_summary_is_in_flight() {
+        let mut h = harness(billed_worst_case, 0, |_| {});
+        let wrap = h.wrap.clone();
+        let slow = tokio::spawn(async move { wrap.apply(prose(), "srv", "t").await });
+        or_hang("the summary's start", h.started.recv()).await;
+        // JSON the pruner gets under the threshold: no second chance, and no wait.
+        let items: Vec<Value> = (0..300).map(|i| json!({"id": i})).collect();
+        let json = result(&[], Some(json!({"items": items})));
+        let done = or_hang(
+            "a structural digest beside a summary in flight",
+            h.wrap.apply(json, "srv", "t"),
+        )
+        .await;
+        assert_eq!(method_of(&done), "structural_json");
+        assert!(!slow.is_finished());
+        h.gate.add_permits(1);
+        let summarized = or_hang("the summary", slow).await.unwrap();
+        assert_eq!(method_of(&summarized), "llm_fallback");
+    }
+
+    #[tokio::test]
+    async fn a_summary_not_smaller_than_the_digest_is_dropped_but_billed() {
+        let h = harness(
+            |request| {
+                Ok(core_agent_digest::Summary {
+                    text: format!("{} and more", request.payload),
+                    billed: Billed::Reported(TokenUsage {
+                        input_tokens: 900,
+                        cached_input_tokens: 0,
+                        output_tokens: 800,
+                    }),
+                })
+            },
+            1,
+            |_| {},
+        );
+        let out = h.wrap.apply(prose(), "srv", "t").await;
+        assert_eq!(method_of(&out), "passthrough");
+        let s = h.store.usage("s").unwrap().digest_savings;
+        assert_eq!((s.subagent_not_smaller, s.agentic_calls), (1, 0));
+        assert_eq!(
+            (s.subagent_input_tokens, s.subagent_output_tokens),
+            (900, 800)
+        );
+        assert!((s.subagent_cost_usd - Pricing::default().cost("m", 900, 800)).abs() < 1e-12);
+    }
+
+    #[tokio::test]
+    async fn a_failed_call_is_billed_as_reported_and_a_timed_out_one_at_its_worst_case() {
+        // An error answer that reports usage is billed for it.
+        let h = harness(
+            |_| {
+                Err(core_agent_digest::SummaryFailure {
+                    error: core_agent_digest::SummaryError::Http { status: 500 },
+                    billed: Billed::Reported(TokenUsage {
+                        input_tokens: 1000,
+                        cached_input_tokens: 400,
+                        output_tokens: 10,
+                    }),
+                })
+            },
+            1,
+            |_| {},
+        );
+        assert_eq!(
+            method_of(&h.wrap.apply(prose(), "srv", "t").await),
+            "passthrough"
+        );
+        let s = h.store.usage("s").unwrap().digest_savings;
+        assert_eq!(
+            (s.subagent_failures, s.subagent_cached_input_tokens),
+            (1, 400)
+        );
+        // 600 × $0.30/M + 400 × $0.03/M + 10 × $2.50/M
+        assert!((s.subagent_cost_usd - 0.000217).abs() < 1e-12, "{s:?}");
+        assert_eq!(s.subagent_worst_case_calls, 0);
+
+        // An error that billed nothing costs nothing.
+        let h = harness(
+            |_| {
+                Err(core_agent_digest::SummaryFailure::unbilled(
+                    core_agent_digest::SummaryError::Http { status: 400 },
+                ))
+            },
+            1,
+            |_| {},
+        );
+        h.wrap.apply(prose(), "srv", "t").await;
+        let s = h.store.usage("s").unwrap().digest_savings;
+        assert_eq!((s.subagent_failures, s.subagent_cost_usd), (1, 0.0));
+
+        // A call that never answers: its reserved worst case is recorded.
+        let h = harness(billed_worst_case, 0, |llm| {
+            llm.timeout = Duration::from_millis(20)
+        });
+        assert_eq!(
+            method_of(&h.wrap.apply(prose(), "srv", "t").await),
+            "passthrough"
+        );
+        let payload = payload_of(&prose()).unwrap();
+        let worst = SummaryRequest::new(&payload, "m", 2000).worst_case();
+        let s = h.store.usage("s").unwrap().digest_savings;
+        assert_eq!((s.subagent_failures, s.subagent_worst_case_calls), (1, 1));
+        assert_eq!(s.subagent_input_tokens, worst.input_tokens);
+        assert_eq!(s.subagent_output_tokens, worst.output_tokens);
+        assert!((s.subagent_cost_usd - Pricing::default().cost_of("m", &worst)).abs() < 1e-12);
+    }
+
+    #[tokio::test]
+    async fn the_llm_is_shown_at_most_max_input_bytes_of_a_payload() {
+        let h = harness(billed_worst_case, 1, |llm| llm.max_input_bytes = 1000);
+        let big = format!("HEAD {} TAIL", "middle words ".repeat(1000));
+        let out = h.wrap.apply(result(&[&big], None), "srv", "t").await;
+        assert_eq!(method_of(&out), "llm_fallback");
+        let seen = h.fake.seen.lock().unwrap()[0].clone();
+        let (head, rest) = seen.split_once('\n').unwrap();
+        let (marker, tail) = rest.split_once('\n').unwrap();
+        assert!(
+            head.starts_with("HEAD ") && tail.ends_with(" TAIL"),
+            "{seen}"
+        );
+        assert_eq!(head.len() + tail.len(), 1000);
+        assert_eq!(
+            marker,
+            format!(
+                "[core-agent: bytes 500..{} of this {}-byte payload ({} bytes) were cut before summarizing; only its head and tail are shown]",
+                big.len() - 500,
+                big.len(),
+                big.len() - 1000
+            )
+        );
     }
 
     #[test]

@@ -290,7 +290,7 @@ fn segments(pointer: &str) -> Vec<&str> {
     pointer.split('/').skip(1).collect()
 }
 
-const CORE_TOP: [&str; 10] = join(
+const CORE_TOP: [&str; 11] = join(
     ["$schema", "limits", "version", "servers", "survey"],
     crate::WrapSettings::KEYS,
 );
@@ -448,6 +448,9 @@ fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
             "a whole number of seconds (up to 3600) or milliseconds, such as 60"
         }
         (_, [.., "agentic_wrap_threshold"]) => "a whole number of bytes, such as 8000",
+        (_, [.., "agentic_wrap_llm_max_input_bytes"]) => {
+            "a whole number of bytes above 0, such as 262144"
+        }
         (_, [.., "limits"]) => "an object of limits, such as {\"max_tools\": 32}",
         (
             _,

@@ -382,7 +382,7 @@ impl Limits {
 pub struct ModelPrice {
     /// Input tokens.
     pub input: f64,
-    /// Cached input tokens (0 when not given).
+    /// Cached input tokens (the input price when not given).
     pub cached_input: f64,
     /// Output tokens.
     pub output: f64,

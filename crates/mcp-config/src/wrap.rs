@@ -64,22 +64,29 @@ wrap_settings! {
     /// `agentic_wrap_model`: the model of the LLM second chance.
     model: String = "agentic_wrap_model",
         read |v: &Value| v.as_str().map(str::to_owned), show |v: &String| json!(v);
+    /// `agentic_wrap_llm_max_input_bytes`: the most bytes of a payload the
+    /// LLM second chance is shown (its head and tail past that; default 256 KiB).
+    llm_max_input_bytes: u64 = "agentic_wrap_llm_max_input_bytes",
+        read Value::as_u64, show |v: &u64| json!(v);
     /// `agentic_wrap_pricing`: model → (input, cached input, output) US
-    /// dollars per million tokens, over the built-in table.
+    /// dollars per million tokens, over the built-in table. A model without
+    /// `cached_input` pays its input price for cached tokens.
     pricing: ModelPrices = "agentic_wrap_pricing", read read_prices, show show_prices;
 }
 
 fn read_prices(value: &Value) -> Option<ModelPrices> {
     let models = value.as_object()?;
-    let price = |p: &Value, k: &str| p.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    let price = |p: &Value, k: &str| p.get(k).and_then(Value::as_f64);
     Some(
         models
             .iter()
             .map(|(model, p)| {
+                let input = price(p, "input").unwrap_or(0.0);
                 let price = ModelPrice {
-                    input: price(p, "input"),
-                    cached_input: price(p, "cached_input"),
-                    output: price(p, "output"),
+                    input,
+                    // Unsaid, a cached token is not assumed cheaper.
+                    cached_input: price(p, "cached_input").unwrap_or(input),
+                    output: price(p, "output").unwrap_or(0.0),
                 };
                 (model.clone(), price)
             })
@@ -115,6 +122,7 @@ mod tests {
             "agentic_wrap_threshold": 9000,
             "agentic_wrap_llm": true,
             "agentic_wrap_model": "m-low",
+            "agentic_wrap_llm_max_input_bytes": 4096,
         });
         let merged = WrapSettings::read(&high, Path::new("high.json"))
             .or(WrapSettings::read(&low, Path::new("low.json")));
@@ -132,9 +140,13 @@ mod tests {
                 ("agentic_wrap_llm", want(json!(true), "low.json")),
                 ("agentic_wrap_model", want(json!("m-high"), "high.json")),
                 (
+                    "agentic_wrap_llm_max_input_bytes",
+                    want(json!(4096), "low.json")
+                ),
+                (
                     "agentic_wrap_pricing",
                     want(
-                        json!({"m": {"input": 1.5, "cached_input": 0.0, "output": 6.0}}),
+                        json!({"m": {"input": 1.5, "cached_input": 1.5, "output": 6.0}}),
                         "high.json"
                     )
                 ),
