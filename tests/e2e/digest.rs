@@ -195,120 +195,234 @@ fn a_third_party_servers_large_json_is_digested() {
     assert_eq!(digest["records"][15], "[digest: 480 of 500 items omitted]");
 }
 
+/// A project with the fixture server `fx`, and `mcp.json` extended by `extra`.
+fn llm_project(extra: Value) -> Project {
+    let mut config = json!({"version": 1, "servers": {"fx": {
+        "transport": "stdio", "command": bin("fixture-server"), "args": ["ok"]
+    }}});
+    if let (Some(c), Some(e)) = (config.as_object_mut(), extra.as_object()) {
+        c.extend(e.clone());
+    }
+    Project::new(&config)
+}
+
+/// Runs `call --batch` of `calls` in session `session` of `db`, with the LLM
+/// endpoint at `llm` and `extra` flags; the envelope of each result.
+fn batch_envelopes(
+    p: &Project,
+    llm: &core_agent_e2e::Background,
+    calls: &[Value],
+    session: &str,
+    extra: &[&str],
+) -> Vec<Value> {
+    let input: String = calls.iter().map(|c| format!("{c}\n")).collect();
+    let file = p.write(&format!("{session}.jsonl"), &input);
+    let db = p.path().join("llm.db");
+    let mut args = vec![
+        "call",
+        "--yes",
+        "--batch",
+        file.to_str().unwrap(),
+        "--session-db",
+        db.to_str().unwrap(),
+        "--session",
+        session,
+    ];
+    args.extend_from_slice(extra);
+    let mut cmd = p.command(&args);
+    cmd.env(
+        "CORE_AGENT_LLM_BASE_URL",
+        format!("http://127.0.0.1:{}/v1", llm.port),
+    );
+    let run = p.run_with(cmd);
+    run.expect_code(0);
+    run.stdout
+        .lines()
+        .map(|l| {
+            let line: Value = serde_json::from_str(l).unwrap();
+            serde_json::from_str::<Value>(line["result"]["content"][0]["text"].as_str().unwrap())
+                .unwrap()
+        })
+        .collect()
+}
+
+/// `core-agent usage --json` of `session` in the project's `llm.db`.
+fn llm_usage(p: &Project, session: &str) -> Value {
+    let db = p.path().join("llm.db");
+    p.run(&[
+        "usage",
+        "--session",
+        session,
+        "--session-db",
+        db.to_str().unwrap(),
+        "--json",
+    ])
+    .json()
+}
+
 #[test]
 fn the_llm_second_chance_summarizes_bills_and_stops_at_the_ceiling() {
     let llm = core_agent_e2e::Background::fake_llm();
-    let p = Project::new(
-        &json!({"version": 1, "agentic_wrap_model": "small-model", "servers": {"fx": {
-            "transport": "stdio", "command": bin("fixture-server"), "args": ["ok"]
-        }}}),
-    );
+    let p = llm_project(json!({"agentic_wrap_model": "small-model"}));
     let prose = "Widgets are small. ".repeat(600); // 11 400 bytes of prose
     let call = json!({"name": "fx_echo", "arguments": {"text": prose}});
-    let input: String = (0..3).map(|_| format!("{call}\n")).collect();
-    let file = p.write("batch.jsonl", &input);
-    let db = p.path().join("llm.db");
-    let run = |extra: &[&str], session: &str| {
-        let mut args = vec![
-            "call",
-            "--yes",
-            "--batch",
-            file.to_str().unwrap(),
-            "--session-db",
-            db.to_str().unwrap(),
-        ];
-        args.extend_from_slice(&["--session", session]);
-        args.extend_from_slice(extra);
-        let mut cmd = p.command(&args);
-        cmd.env(
-            "CORE_AGENT_LLM_BASE_URL",
-            format!("http://127.0.0.1:{}/v1", llm.port),
-        );
-        let run = p.run_with(cmd);
-        run.expect_code(0);
-        run.stdout
-            .lines()
-            .map(|l| {
-                let line: Value = serde_json::from_str(l).unwrap();
-                serde_json::from_str::<Value>(
-                    line["result"]["content"][0]["text"].as_str().unwrap(),
-                )
-                .unwrap()
-            })
-            .collect::<Vec<Value>>()
-    };
-    // Each summary costs 1000 × $0.30/M + 50 × $2.50/M = $0.000425: the
-    // third call finds $0.00085 spent, over the $0.0005 ceiling.
-    let envelopes = run(
-        &["--mcp-agentic-wrap-llm", "--cost-ceiling", "0.0005"],
-        "llm",
-    );
-    // The three reads run concurrently, so which one meets the ceiling varies.
-    let mut methods: Vec<&str> = envelopes
-        .iter()
-        .map(|e| e["method"].as_str().unwrap())
-        .collect();
-    methods.sort();
-    assert_eq!(methods, ["llm_fallback", "llm_fallback", "passthrough"]);
-    let summarized = envelopes
-        .iter()
-        .find(|e| e["method"] == "llm_fallback")
-        .unwrap();
-    assert_eq!(
-        summarized["digest"],
-        "SUMMARY by small-model: a long text about widgets."
-    );
-    assert_eq!(summarized["raw_bytes"], prose.len());
-
-    let usage = p
-        .run(&[
-            "usage",
-            "--session",
-            "llm",
-            "--session-db",
-            db.to_str().unwrap(),
-            "--json",
-        ])
-        .json();
-    let savings = &usage["digest_savings"];
-    assert_eq!(savings["agentic_calls"], 2);
-    assert_eq!(savings["structural_calls"], 1);
-    assert_eq!(savings["subagent_input_tokens"], 2000);
-    assert_eq!(savings["subagent_output_tokens"], 100);
-    assert!(
-        (savings["subagent_cost_usd"].as_f64().unwrap() - 0.00085).abs() < 1e-9,
-        "{savings}"
-    );
-    assert_eq!(savings["ceiling_skips"], 1);
-    assert_eq!(usage["digest_methods"]["counts"]["llm_fallback"], 2);
-
-    // --mcp-agentic-wrap-model wins over agentic_wrap_model; a failing LLM falls back.
-    let envelopes = run(
-        &[
-            "--mcp-agentic-wrap-llm",
-            "--mcp-agentic-wrap-model",
-            "broken",
-        ],
-        "broken",
+    let three = [call.clone(), call.clone(), call.clone()];
+    let on = ["--mcp-agentic-wrap-llm"];
+    // Each summary costs 1000 × $0.30/M + 50 × $2.50/M = $0.000425, but its
+    // worst case (a token per byte of its ~11.7 KB of messages, and 2000
+    // output tokens) is about $0.0085: a $0.0005 ceiling covers no call, so
+    // none starts, and nothing is spent.
+    let envelopes = batch_envelopes(
+        &p,
+        &llm,
+        &three,
+        "tight",
+        &[&on[..], &["--cost-ceiling", "0.0005"]].concat(),
     );
     assert!(
         envelopes.iter().all(|e| e["method"] == "passthrough"),
         "{envelopes:?}"
     );
-    let usage = p
-        .run(&[
-            "usage",
-            "--session",
-            "broken",
-            "--session-db",
-            db.to_str().unwrap(),
-            "--json",
-        ])
-        .json();
-    assert_eq!(usage["digest_savings"]["subagent_cost_usd"], 0.0);
+    let savings = &llm_usage(&p, "tight")["digest_savings"];
+    assert_eq!(savings["ceiling_skips"], 3, "{savings}");
+    assert_eq!(savings["subagent_cost_usd"], 0.0);
+
+    // A $0.012 ceiling covers one worst case at a time: the three reads run
+    // concurrently, so how many are summarized varies, but never what they spend.
+    let envelopes = batch_envelopes(
+        &p,
+        &llm,
+        &three,
+        "one",
+        &[&on[..], &["--cost-ceiling", "0.012"]].concat(),
+    );
+    let summarized = envelopes
+        .iter()
+        .filter(|e| e["method"] == "llm_fallback")
+        .count() as u64;
+    assert!(summarized >= 1, "{envelopes:?}");
+    let savings = &llm_usage(&p, "one")["digest_savings"];
+    let spent = savings["subagent_cost_usd"].as_f64().unwrap();
+    assert!(spent <= 0.012, "{savings}");
+    assert!(
+        (spent - summarized as f64 * 0.000425).abs() < 1e-9,
+        "{savings}"
+    );
+    assert_eq!(savings["ceiling_skips"].as_u64().unwrap(), 3 - summarized);
+
+    // No ceiling: every read is summarized and billed what the provider reported.
+    let envelopes = batch_envelopes(&p, &llm, &three, "llm", &on);
+    assert!(
+        envelopes.iter().all(|e| e["method"] == "llm_fallback"),
+        "{envelopes:?}"
+    );
+    assert_eq!(
+        envelopes[0]["digest"],
+        "SUMMARY by small-model: a long text about widgets."
+    );
+    assert_eq!(envelopes[0]["raw_bytes"], prose.len());
+    let usage = llm_usage(&p, "llm");
+    let savings = &usage["digest_savings"];
+    assert_eq!(savings["agentic_calls"], 3);
+    assert_eq!(savings["structural_calls"], 0);
+    assert_eq!(savings["subagent_input_tokens"], 3000);
+    assert_eq!(savings["subagent_output_tokens"], 150);
+    assert!(
+        (savings["subagent_cost_usd"].as_f64().unwrap() - 0.001275).abs() < 1e-9,
+        "{savings}"
+    );
+    assert_eq!(
+        usage["digest_methods"]["counts"],
+        json!({"llm_fallback": 3})
+    );
+
+    // --mcp-agentic-wrap-model wins over agentic_wrap_model; a failing LLM
+    // falls back, billed what its error reported.
+    let broken = batch_envelopes(
+        &p,
+        &llm,
+        &three[..1],
+        "broken",
+        &[&on[..], &["--mcp-agentic-wrap-model", "broken"]].concat(),
+    );
+    assert_eq!(broken[0]["method"], "passthrough");
+    let savings = &llm_usage(&p, "broken")["digest_savings"];
+    assert_eq!(
+        (
+            savings["subagent_failures"].as_u64(),
+            savings["subagent_cost_usd"].as_f64()
+        ),
+        (Some(1), Some(0.0))
+    );
+    let billed = batch_envelopes(
+        &p,
+        &llm,
+        &three[..1],
+        "billed",
+        &[&on[..], &["--mcp-agentic-wrap-model", "billed-error"]].concat(),
+    );
+    assert_eq!(billed[0]["method"], "passthrough");
+    let savings = &llm_usage(&p, "billed")["digest_savings"];
+    assert_eq!(savings["subagent_failures"], 1);
+    assert_eq!(savings["subagent_input_tokens"], 1000);
+    assert!(
+        (savings["subagent_cost_usd"].as_f64().unwrap() - 0.0003).abs() < 1e-9,
+        "{savings}"
+    );
     // Without the switch, no LLM.
-    let envelopes = run(&[], "off");
+    let envelopes = batch_envelopes(&p, &llm, &three[..1], "off", &[]);
     assert!(envelopes.iter().all(|e| e["method"] == "passthrough"));
+}
+
+#[test]
+fn the_llm_is_shown_a_bounded_head_and_tail_of_a_large_payload() {
+    let llm = core_agent_e2e::Background::fake_llm();
+    let payload = format!(
+        "BEGIN {} FINISH",
+        "a long line of a log file\n".repeat(30_000)
+    );
+    assert!(payload.len() > 700_000);
+    let call = json!({"name": "fx_echo", "arguments": {"text": payload}});
+    let on = [
+        "--mcp-agentic-wrap-llm",
+        "--mcp-agentic-wrap-model",
+        "measure",
+    ];
+    let marker = |max: usize| {
+        format!(
+            "[core-agent: bytes {}..{} of this {}-byte payload ({} bytes) were cut before summarizing; only its head and tail are shown]",
+            max / 2,
+            payload.len() - (max - max / 2),
+            payload.len(),
+            payload.len() - max
+        )
+    };
+    let preamble = "Compress this to under 8000 bytes:\n\n";
+    // By default the endpoint sees 256 KiB of the payload and the marker.
+    let p = llm_project(json!({}));
+    let envelopes = batch_envelopes(&p, &llm, std::slice::from_ref(&call), "bounded", &on);
+    assert_eq!(envelopes[0]["method"], "llm_fallback", "{}", envelopes[0]);
+    let seen = preamble.len() + 256 * 1024 + marker(256 * 1024).len() + 2;
+    let head = &format!("{preamble}{payload}")[..40];
+    let tail = &payload[payload.len() - 40..];
+    assert_eq!(
+        envelopes[0]["digest"],
+        format!("saw {seen} bytes: {head}…{tail}")
+    );
+    // `agentic_wrap_llm_max_input_bytes` sets the bound, and config show lists it.
+    let p = llm_project(json!({"agentic_wrap_llm_max_input_bytes": 10_000}));
+    let envelopes = batch_envelopes(&p, &llm, std::slice::from_ref(&call), "small", &on);
+    let seen = preamble.len() + 10_000 + marker(10_000).len() + 2;
+    let digest = envelopes[0]["digest"].as_str().unwrap();
+    assert!(
+        digest.starts_with(&format!("saw {seen} bytes: ")),
+        "{digest}"
+    );
+    let shown = p.run(&["config", "show", "--json"]).json();
+    assert_eq!(
+        shown["settings"]["agentic_wrap_llm_max_input_bytes"]["value"], 10_000,
+        "{shown}"
+    );
 }
 
 #[test]
@@ -350,4 +464,229 @@ fn llm_prices_can_be_set_in_mcp_json() {
         .as_f64()
         .unwrap();
     assert!((cost - 0.0015).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn cached_input_tokens_are_billed_at_the_cached_price() {
+    let llm = core_agent_e2e::Background::fake_llm();
+    let p = llm_project(json!({
+        "agentic_wrap_pricing": {"cached": {"input": 1.0, "cached_input": 0.1, "output": 10.0}},
+    }));
+    let call = json!({"name": "fx_echo", "arguments": {"text": "Widgets are small. ".repeat(600)}});
+    let on = [
+        "--mcp-agentic-wrap-llm",
+        "--mcp-agentic-wrap-model",
+        "cached",
+    ];
+    let envelopes = batch_envelopes(&p, &llm, &[call], "cached", &on);
+    assert_eq!(envelopes[0]["digest"], "SUMMARY from the cache");
+    let savings = &llm_usage(&p, "cached")["digest_savings"];
+    assert_eq!(savings["subagent_input_tokens"], 1000);
+    assert_eq!(savings["subagent_cached_input_tokens"], 800);
+    // 200 × $1/M + 800 × $0.10/M + 50 × $10/M
+    let cost = savings["subagent_cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.00078).abs() < 1e-9, "{cost}");
+}
+
+/// `core-agent serve --http 127.0.0.1:0 --mode yolo` in a project, with the
+/// fake LLM behind it; stopped with SIGTERM (then SIGKILL) when dropped.
+struct HttpServe {
+    child: std::process::Child,
+    addr: String,
+    token: &'static str,
+}
+
+impl HttpServe {
+    fn start(p: &Project, llm: &core_agent_e2e::Background) -> HttpServe {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let token = "e2e-digest-gateway-token-0123456789";
+        let mut cmd = p.command(&["serve", "--http", "127.0.0.1:0", "--mode", "yolo"]);
+        cmd.env("CORE_AGENT_GATEWAY_TOKEN", token)
+            .env(
+                "CORE_AGENT_LLM_BASE_URL",
+                format!("http://127.0.0.1:{}/v1", llm.port),
+            )
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0);
+        let mut child = cmd.spawn().unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while stderr.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if let Some(rest) = line.split("serving MCP at http://").nth(1) {
+                    let _ = tx.send(rest.split("/mcp").next().unwrap_or_default().to_owned());
+                }
+                line.clear();
+            }
+        });
+        let addr = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("core-agent serve did not listen");
+        HttpServe { child, addr, token }
+    }
+
+    /// `GET path` with the token: the status and the JSON body.
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let response = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(format!("http://{}{path}", self.addr))
+            .bearer_auth(self.token)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (
+            status,
+            serde_json::from_str(&response.text().await.unwrap()).unwrap_or(Value::Null),
+        )
+    }
+
+    /// Waits until every backend is connected.
+    async fn wait_ready(&self) {
+        for _ in 0..3000 {
+            let (_, health) = self.get("/health").await;
+            if health["servers"]
+                .as_array()
+                .is_some_and(|s| s.iter().all(|s| s["status"] == "connected"))
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("the backends did not connect");
+    }
+
+    async fn client(&self) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+        use rmcp::ServiceExt;
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(format!("http://{}/mcp", self.addr))
+                .auth_header(self.token);
+        ().serve(StreamableHttpClientTransport::from_config(config))
+            .await
+            .unwrap()
+    }
+}
+
+impl Drop for HttpServe {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, kill, killpg};
+        use nix::unistd::Pid;
+        let pid = Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        for _ in 0..500 {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = killpg(pid, Signal::SIGKILL);
+        let _ = self.child.wait();
+    }
+}
+
+/// The envelope a call through the gateway came back with, and its text's length.
+async fn envelope_of(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    arguments: Value,
+) -> (Value, u64) {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+    let result = client.call_tool(params).await.unwrap();
+    let text = result.content[0].as_text().unwrap().text.clone();
+    (serde_json::from_str(&text).unwrap(), text.len() as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_api_reports_usage_and_context_after_real_calls() {
+    let llm = core_agent_e2e::Background::fake_llm();
+    let p = Project::new(&json!({"version": 1,
+    "agentic_wrap_llm": true,
+    "agentic_wrap_model": "cached",
+    "agentic_wrap_pricing": {"cached": {"input": 1.0, "cached_input": 0.1, "output": 10.0}},
+    "servers": {
+        "demo": demo(json!({})),
+        "fx": {"transport": "stdio", "command": bin("fixture-server"), "args": ["ok"]},
+    }}));
+    let serve = HttpServe::start(&p, &llm);
+    serve.wait_ready().await;
+
+    // A session that called nothing yet: no methods, every saving at zero.
+    let idle = serve.client().await;
+    // The gateway opens the session at its first request after `initialized`.
+    idle.list_all_tools().await.unwrap();
+    let (_, listed) = serve.get("/sessions").await;
+    let idle_id = listed["sessions"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .to_owned();
+    let (status, usage) = serve.get(&format!("/sessions/{idle_id}/usage")).await;
+    assert_eq!(status, 200, "{usage}");
+    assert_eq!(
+        usage,
+        json!({"session": idle_id, "digest_methods": {"counts": {}, "bytes_saved": {}}})
+    );
+    let zeros = json!({
+        "structural_calls": 0, "agentic_calls": 0, "parent_tokens_saved": 0,
+        "subagent_input_tokens": 0, "subagent_cached_input_tokens": 0,
+        "subagent_output_tokens": 0, "subagent_cost_usd": 0.0, "ceiling_skips": 0,
+        "subagent_failures": 0, "subagent_not_smaller": 0, "subagent_worst_case_calls": 0,
+    });
+    let (_, context) = serve.get(&format!("/sessions/{idle_id}/context")).await;
+    assert_eq!(context["digest_savings"], zeros, "{context}");
+
+    // A session with a structural digest and an LLM summary.
+    let busy = serve.client().await;
+    let (structural, structural_len) = envelope_of(&busy, "demo_list_inventory", json!({})).await;
+    assert_eq!(structural["method"], "structural_json");
+    let prose = "Widgets are small. ".repeat(600);
+    let (summarized, summarized_len) = envelope_of(&busy, "fx_echo", json!({"text": prose})).await;
+    assert_eq!(summarized["method"], "llm_fallback", "{summarized}");
+    let (_, listed) = serve.get("/sessions").await;
+    let busy_id = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .find(|id| *id != idle_id)
+        .unwrap();
+    let saved_structural = structural["raw_bytes"].as_u64().unwrap() - structural_len;
+    let saved_llm = prose.len() as u64 - summarized_len;
+    let (status, usage) = serve.get(&format!("/sessions/{busy_id}/usage")).await;
+    assert_eq!(status, 200, "{usage}");
+    assert_eq!(
+        usage,
+        json!({"session": busy_id, "digest_methods": {
+            "counts": {"structural_json": 1, "llm_fallback": 1},
+            "bytes_saved": {"structural_json": saved_structural, "llm_fallback": saved_llm},
+        }})
+    );
+    let (status, mut context) = serve.get(&format!("/sessions/{busy_id}/context")).await;
+    assert_eq!(status, 200, "{context}");
+    // 200 × $1/M + 800 × $0.10/M + 50 × $10/M
+    let cost = context["digest_savings"]["subagent_cost_usd"].take();
+    assert!((cost.as_f64().unwrap() - 0.00078).abs() < 1e-9, "{cost}");
+    let mut want = zeros.clone();
+    want["structural_calls"] = json!(1);
+    want["agentic_calls"] = json!(1);
+    want["parent_tokens_saved"] = json!(saved_structural / 4 + saved_llm / 4);
+    want["subagent_input_tokens"] = json!(1000);
+    want["subagent_cached_input_tokens"] = json!(800);
+    want["subagent_output_tokens"] = json!(50);
+    want["subagent_cost_usd"] = Value::Null;
+    assert_eq!(context["session"], busy_id.as_str());
+    assert_eq!(context["digest_savings"], want, "{context}");
+    // The idle session's telemetry did not move.
+    let (_, usage) = serve.get(&format!("/sessions/{idle_id}/usage")).await;
+    assert_eq!(usage["digest_methods"]["counts"], json!({}));
+    drop((idle, busy));
 }
