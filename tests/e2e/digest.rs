@@ -286,6 +286,19 @@ fn the_llm_second_chance_summarizes_bills_and_stops_at_the_ceiling() {
     let savings = &llm_usage(&p, "tight")["digest_savings"];
     assert_eq!(savings["ceiling_skips"], 3, "{savings}");
     assert_eq!(savings["subagent_cost_usd"], 0.0);
+    let db = p.path().join("llm.db");
+    let text = p.run(&[
+        "usage",
+        "--session",
+        "tight",
+        "--session-db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(
+        text.stdout.ends_with("\n  3 skipped at the cost ceiling\n"),
+        "{}",
+        text.stdout
+    );
 
     // A $0.012 ceiling covers one worst case at a time: the three reads run
     // concurrently, so how many are summarized varies, but never what they spend.

@@ -1139,6 +1139,27 @@ fn usage(db: Option<&Path>, session: Option<&str>, json: bool) -> u8 {
         s.subagent_output_tokens,
         s.subagent_cost_usd
     );
+    let llm_events = [
+        (s.subagent_cached_input_tokens, "input tokens cached"),
+        (s.ceiling_skips, "skipped at the cost ceiling"),
+        (s.subagent_failures, "LLM call(s) failed"),
+        (
+            s.subagent_not_smaller,
+            "summary(ies) dropped as not smaller",
+        ),
+        (
+            s.subagent_worst_case_calls,
+            "LLM call(s) billed at their worst case",
+        ),
+    ];
+    let said: Vec<String> = llm_events
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}"))
+        .collect();
+    if !said.is_empty() {
+        outln!("  {}", said.join("; "));
+    }
     0
 }
 
