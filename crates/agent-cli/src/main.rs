@@ -99,7 +99,8 @@ struct Global {
     /// The small model used when no MCP-specific model is set.
     #[arg(long, global = true, value_name = "MODEL")]
     agentic_small_model: Option<String>,
-    /// Stop using the LLM once the session has spent this many US dollars on it.
+    /// The session's LLM spend never passes this many US dollars: a summary
+    /// starts only when the ceiling covers its worst case.
     #[arg(long, global = true, value_name = "USD")]
     cost_ceiling: Option<f64>,
     /// Say more: `call` reports every server's start and the catalog's

@@ -37,7 +37,8 @@ pub struct LlmPath {
     pub model: String,
     /// Turns usage into cost.
     pub pricing: Pricing,
-    /// The session stops using the LLM once it has spent this many US dollars.
+    /// The session's spend never passes this many US dollars: a summary
+    /// starts only when the ceiling covers its worst case.
     pub cost_ceiling: Option<f64>,
     /// How long one summary may take.
     pub timeout: Duration,
