@@ -499,8 +499,14 @@ async fn run(cli: Cli) -> u8 {
         id: cli.global.session.clone(),
         ..SessionOptions::default()
     };
-    if let Command::Call { mode, yes, .. } = &cli.command {
+    if let Command::Call {
+        mode, yes, batch, ..
+    } = &cli.command
+    {
         session.mode = mode.map(ModeArg::mode);
+        if cli.global.session_db.is_none() {
+            session.digest_note = Some(memory_only_note(batch.is_some()));
+        }
         session.prompter = if *yes {
             Arc::new(ApproveAll)
         } else if can_prompt {
@@ -1450,6 +1456,19 @@ fn print_server_config(s: &core_agent_host::ServerConfigReport) {
     for (k, v) in lines {
         outln!("    {k}: {}", clean(&v));
     }
+}
+
+/// What a digest of a run without `--session-db` says of its raw payload:
+/// it is kept in memory, so it dies with the process; how to keep it.
+fn memory_only_note(batch: bool) -> String {
+    let reach = if batch {
+        "only later calls of this batch can retrieve_raw it"
+    } else {
+        "nothing can read it after this call"
+    };
+    format!(
+        "the raw payload is kept in memory only, so {reach}; to keep raw payloads, run with --session-db PATH, then `core-agent raw <call_id> --session-db PATH` prints it whole"
+    )
 }
 
 fn parse_call_args(raw: Option<&str>) -> anyhow::Result<JsonObject> {
