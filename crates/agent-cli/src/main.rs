@@ -499,13 +499,10 @@ async fn run(cli: Cli) -> u8 {
         id: cli.global.session.clone(),
         ..SessionOptions::default()
     };
-    if let Command::Call {
-        mode, yes, batch, ..
-    } = &cli.command
-    {
+    if let Command::Call { mode, yes, .. } = &cli.command {
         session.mode = mode.map(ModeArg::mode);
         if cli.global.session_db.is_none() {
-            session.digest_note = Some(memory_only_note(batch.is_some()));
+            session.digest_note = Some(memory_only_note());
         }
         session.prompter = if *yes {
             Arc::new(ApproveAll)
@@ -1459,16 +1456,11 @@ fn print_server_config(s: &core_agent_host::ServerConfigReport) {
 }
 
 /// What a digest of a run without `--session-db` says of its raw payload:
-/// it is kept in memory, so it dies with the process; how to keep it.
-fn memory_only_note(batch: bool) -> String {
-    let reach = if batch {
-        "only later calls of this batch can retrieve_raw it"
-    } else {
-        "nothing can read it after this call"
-    };
-    format!(
-        "the raw payload is kept in memory only, so {reach}; to keep raw payloads, run with --session-db PATH, then `core-agent raw <call_id> --session-db PATH` prints it whole"
-    )
+/// it is kept in memory, so it dies with the process (a batch is read whole
+/// before it runs, so none of its calls can name a `call_id` it returns);
+/// how to keep it.
+fn memory_only_note() -> String {
+    "the raw payload is kept in memory only and is gone when this run ends; to keep raw payloads, run with --session-db PATH, then `core-agent raw <call_id> --session-db PATH` prints it whole".to_owned()
 }
 
 fn parse_call_args(raw: Option<&str>) -> anyhow::Result<JsonObject> {

@@ -245,21 +245,33 @@ fn an_identifier_key_keeps_scalars_and_prunes_what_it_holds() {
     assert_eq!(d.method, Method::StructuralJson);
     assert!(d.digest.len() < 16_000, "{} bytes", d.digest.len());
     let v: Value = serde_json::from_str(&d.digest).unwrap();
-    assert_eq!((&v["id"], &v["status"]["state"]), (&"job-1".into(), &"running".into()));
+    assert_eq!(
+        (&v["id"], &v["status"]["state"]),
+        (&"job-1".into(), &"running".into())
+    );
     let history = v["status"]["history"].as_array().unwrap();
     assert_eq!(history.len(), 21);
     assert_eq!(history[15], "[digest: 4980 of 5000 items omitted]");
     assert_eq!(history[20]["state"], "running");
     // An array straight under an identifier key, and a long string.
     let payload = serde_json::json!({"state": (0..2000).collect::<Vec<_>>()}).to_string();
-    let v: Value = serde_json::from_str(&prune(payload.as_bytes(), &Limits::default()).unwrap()).unwrap();
+    let v: Value =
+        serde_json::from_str(&prune(payload.as_bytes(), &Limits::default()).unwrap()).unwrap();
     assert_eq!(v["state"].as_array().unwrap().len(), 21);
     let url = format!("data:image/png;base64,{}", "A".repeat(300_000));
     let payload = serde_json::json!({"url": url, "id": 12345678901234567u64}).to_string();
-    let v: Value = serde_json::from_str(&prune(payload.as_bytes(), &Limits::default()).unwrap()).unwrap();
+    let v: Value =
+        serde_json::from_str(&prune(payload.as_bytes(), &Limits::default()).unwrap()).unwrap();
     let kept = v["url"].as_str().unwrap();
-    assert!(kept.starts_with(&url[..4096]), "whole up to 4096 characters");
-    assert!(kept.ends_with(&format!("…[digest: {} more characters]", url.len() - 4096)), "{}", &kept[4090..]);
+    assert!(
+        kept.starts_with(&url[..4096]),
+        "whole up to 4096 characters"
+    );
+    assert!(
+        kept.ends_with(&format!("…[digest: {} more characters]", url.len() - 4096)),
+        "{}",
+        &kept[4090..]
+    );
     assert_eq!(v["id"], 12345678901234567u64);
     // Below the depth cap an identifier string is bounded the same way.
     let deep = serde_json::json!({"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": {"name": "x".repeat(5000), "spec": 1}}}}}}}}}).to_string();
@@ -273,27 +285,48 @@ fn an_identifier_key_keeps_scalars_and_prunes_what_it_holds() {
 #[test]
 fn a_digest_over_its_bound_is_pruned_again_until_it_fits() {
     let wide: serde_json::Map<String, Value> = (0..20_000)
-        .map(|i| (format!("k{i}"), Value::from(format!("value number {i} of many"))))
+        .map(|i| {
+            (
+                format!("k{i}"),
+                Value::from(format!("value number {i} of many")),
+            )
+        })
         .collect();
     let wide = Value::Object(wide).to_string();
     let nested = Value::Array((0..40).map(|_| job_with_history(40)).collect()).to_string();
     for payload in [&wide, &nested] {
         for bound in [64 * 1024, 8_000, 1_000, 300] {
-            let settings = Settings { passthrough_max: bound, ..Settings::default() };
+            let settings = Settings {
+                passthrough_max: bound,
+                ..Settings::default()
+            };
             let d = route(payload, &settings).unwrap();
             assert_eq!(d.method, Method::StructuralJson);
             assert!(d.digest.len() <= bound, "{} > {bound}", d.digest.len());
             let v: Value = serde_json::from_str(&d.digest).unwrap();
             if payload == &wide && bound >= 1_000 {
-                assert!(v["_digest"].as_str().unwrap().ends_with("of 20000 fields omitted"), "{v}");
+                assert!(
+                    v["_digest"]
+                        .as_str()
+                        .unwrap()
+                        .ends_with("of 20000 fields omitted"),
+                    "{v}"
+                );
             }
         }
     }
     // A bound under everything but the last resort gets the last resort.
-    let settings = Settings { passthrough_max: 120, ..Settings::default() };
+    let settings = Settings {
+        passthrough_max: 120,
+        ..Settings::default()
+    };
     let d = route(&wide, &settings).unwrap();
     assert!(last_resort(&d), "{}", d.digest);
-    assert!(d.digest.contains("an object of 20000 fields"), "{}", d.digest);
+    assert!(
+        d.digest.contains("an object of 20000 fields"),
+        "{}",
+        d.digest
+    );
     // The ladder of tighter limits ends, and each step is tighter.
     let mut limits = Limits::default();
     let mut steps = 0;
@@ -304,7 +337,10 @@ fn a_digest_over_its_bound_is_pruned_again_until_it_fits() {
         steps += 1;
     }
     assert!(steps <= 10, "{steps}");
-    assert_eq!((limits.array_head, limits.array_tail, limits.max_depth), (0, 0, 1));
+    assert_eq!(
+        (limits.array_head, limits.array_tail, limits.max_depth),
+        (0, 0, 1)
+    );
 }
 
 /// A text digest over the bound is cut shorter, and keeps its method.
@@ -318,10 +354,18 @@ fn a_text_digest_over_its_bound_is_cut_shorter() {
     assert!(d.digest.len() <= 10_000);
     assert!(d.digest.ends_with("more bytes; retrieve_raw has them all]"));
     assert!(prose.starts_with(d.digest.split("\n[digest:").next().unwrap()));
-    let summary = Digested { digest: "summary ".repeat(5_000), raw_bytes: prose.len(), method: Method::LlmFallback };
+    let summary = Digested {
+        digest: "summary ".repeat(5_000),
+        raw_bytes: prose.len(),
+        method: Method::LlmFallback,
+    };
     let d = fit(&prose, summary, &settings, |d| d.digest.len() <= 1_000);
     assert_eq!(d.method, Method::LlmFallback);
-    assert!(d.digest.starts_with("summary summary") && d.digest.len() <= 1_000, "{}", d.digest);
+    assert!(
+        d.digest.starts_with("summary summary") && d.digest.len() <= 1_000,
+        "{}",
+        d.digest
+    );
 }
 
 #[test]

@@ -1484,7 +1484,12 @@ async fn shape(
     let result = match digest {
         Some(digest) if route.digest => {
             digest
-                .apply_within(result, &route.server_name, &route.tool, route.max_result_bytes)
+                .apply_within(
+                    result,
+                    &route.server_name,
+                    &route.tool,
+                    route.max_result_bytes,
+                )
                 .await
         }
         _ => result,

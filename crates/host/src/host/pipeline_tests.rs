@@ -667,7 +667,12 @@ async fn the_envelope_is_never_cut_by_the_cap() {
     let payload = job_status(5_000);
     assert!(payload.len() > 600_000);
     let image = ContentBlock::image("A".repeat(20_000), "image/png");
-    for (cap, with_image) in [(131_072, false), (8_000, false), (2_000, true), (1_000, false)] {
+    for (cap, with_image) in [
+        (131_072, false),
+        (8_000, false),
+        (2_000, true),
+        (1_000, false),
+    ] {
         let mut content = vec![ContentBlock::text(payload.clone())];
         if with_image {
             content.push(image.clone());
@@ -677,7 +682,12 @@ async fn the_envelope_is_never_cut_by_the_cap() {
         let len = serde_json::to_vec(&shaped).unwrap().len();
         assert!(len <= cap, "{len} > {cap}");
         let envelope = envelope(&shaped).unwrap_or_else(|| panic!("cut at {cap}: {shaped:?}"));
-        let keys: Vec<&str> = envelope.as_object().unwrap().keys().map(String::as_str).collect();
+        let keys: Vec<&str> = envelope
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
         assert_eq!(keys, ["digest", "raw_bytes", "method", "call_id", "note"]);
         assert_eq!(envelope["note"], "kept until the end of the run");
         assert_eq!(envelope["raw_bytes"], payload.len());
@@ -689,7 +699,11 @@ async fn the_envelope_is_never_cut_by_the_cap() {
         let call_id = envelope["call_id"].as_str().unwrap();
         assert_eq!(store.get(call_id).unwrap().unwrap().payload, payload);
         // The image after it is what the cap left out.
-        assert_eq!(shaped.content.len(), if with_image { 2 } else { 1 }, "{cap}");
+        assert_eq!(
+            shaped.content.len(),
+            if with_image { 2 } else { 1 },
+            "{cap}"
+        );
     }
 }
 
