@@ -224,6 +224,34 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Under any limits, the tightest included (no head, no tail, no member,
+    /// depth 0), the output is valid JSON.
+    #[test]
+    fn pruning_under_any_limits_is_valid_json(
+        value in json_value(),
+        strings in 0usize..30,
+        head in 0usize..4,
+        tail in 0usize..3,
+        depth in 0usize..4,
+        keys in 0usize..4,
+    ) {
+        let limits = Limits {
+            max_string_chars: strings,
+            array_head: head,
+            array_tail: tail,
+            max_depth: depth,
+            max_identifier_chars: strings * 2,
+            max_object_keys: keys,
+        };
+        let text = value.to_string();
+        let out = prune(text.as_bytes(), &limits).unwrap();
+        prop_assert!(serde_json::from_str::<Value>(&out).is_ok(), "{}", out);
+    }
+}
+
 /// A job whose `status` holds a long history: ~600 KB of JSON under an
 /// identifier key.
 fn job_with_history(entries: usize) -> Value {
