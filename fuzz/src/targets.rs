@@ -179,9 +179,20 @@ impl Target for Digest {
             array_head: 2,
             array_tail: 1,
             max_depth: 3,
+            max_identifier_chars: 5,
+            max_object_keys: 2,
+        };
+        // Past the tightest pass of `fit`: no head, no tail, no member.
+        let none = Limits {
+            max_string_chars: 0,
+            array_head: 0,
+            array_tail: 0,
+            max_depth: 0,
+            max_identifier_chars: 0,
+            max_object_keys: 0,
         };
         let valid = serde_json::from_slice::<serde_json::Value>(input).is_ok();
-        for limits in [Limits::default(), small] {
+        for limits in [Limits::default(), small, none] {
             match prune(input, &limits) {
                 Ok(text) if valid => {
                     serde_json::from_str::<serde_json::Value>(&text)

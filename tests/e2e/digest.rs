@@ -703,3 +703,169 @@ async fn the_sessions_api_reports_usage_and_context_after_real_calls() {
     assert_eq!(usage["digest_methods"]["counts"], json!({}));
     drop((idle, busy));
 }
+
+/// The fixture server of a job whose `status` holds a long history.
+fn job_project() -> Project {
+    Project::new(&json!({"version": 1, "servers": {"job": {
+        "transport": "stdio", "command": bin("fixture-server"), "args": ["job"]
+    }}}))
+}
+
+/// The synthetic response in the first text block of a `--json` result.
+fn envelope_in(result: &Value) -> Value {
+    let text = result["content"][0]["text"].as_str().unwrap();
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not a whole envelope ({e}): {text:.300}"))
+}
+
+#[test]
+fn a_600_kb_status_history_comes_back_a_whole_envelope_and_its_raw_payload_whole() {
+    let p = job_project();
+    let db = p.path().join("session.db");
+    let db = db.to_str().unwrap();
+    let args = json!({"entries": 3750}).to_string();
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "job_job_status",
+        &args,
+        "--json",
+        "--session-db",
+        db,
+        "--session",
+        "job",
+    ]);
+    run.expect_code(0);
+    // Within the default max_result_bytes (128 KiB), whole, with no cap marker.
+    assert!(run.stdout.len() <= 128 * 1024, "{} bytes", run.stdout.len());
+    let result = run.json();
+    assert_eq!(
+        result["content"].as_array().unwrap().len(),
+        1,
+        "{result:.300}"
+    );
+    let envelope = envelope_in(&result);
+    assert_eq!(envelope["method"], "structural_json");
+    let raw_bytes = envelope["raw_bytes"].as_u64().unwrap() as usize;
+    assert!(raw_bytes > 590_000, "{raw_bytes}");
+    let digest_text = envelope["digest"].as_str().unwrap();
+    let digest: Value = serde_json::from_str(digest_text).unwrap();
+    assert_eq!(digest["id"], "job-1");
+    assert_eq!(digest["status"]["state"], "running");
+    let history = digest["status"]["history"].as_array().unwrap();
+    assert_eq!(history.len(), 21);
+    assert_eq!(history[15], "[digest: 3730 of 3750 items omitted]");
+    eprintln!(
+        "600 KB status history: raw {raw_bytes} bytes, digest {} bytes, envelope {} bytes",
+        digest_text.len(),
+        result["content"][0]["text"].as_str().unwrap().len()
+    );
+
+    // The raw payload comes back whole, from the shell and through retrieve_raw.
+    let call_id = envelope["call_id"].as_str().unwrap();
+    let run = p.run(&["raw", call_id, "--session-db", db]);
+    run.expect_code(0);
+    let raw = run.stdout.strip_suffix('\n').unwrap();
+    assert_eq!(raw.len(), raw_bytes);
+    let raw: Value = serde_json::from_str(raw).unwrap();
+    assert_eq!(raw["status"]["history"].as_array().unwrap().len(), 3750);
+    assert_eq!(raw["status"]["history"][3749]["at"], "2026-12-01T01:02:29Z");
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "retrieve_raw",
+        &json!({"call_id": call_id, "pointer": "/status/history/3321/message"}).to_string(),
+        "--session-db",
+        db,
+        "--session",
+        "job",
+    ]);
+    run.expect_code(0);
+    assert!(
+        run.stdout.starts_with("\"step 3321 of the rollout"),
+        "{}",
+        run.stdout
+    );
+
+    // A cap far under the digest: the digest is pruned again to fit, the
+    // envelope stays whole and valid.
+    let p = Project::new(&json!({"version": 1, "servers": {"job": {
+        "transport": "stdio", "command": bin("fixture-server"), "args": ["job"],
+        "limits": {"max_result_bytes": 4096}
+    }}}));
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "job_job_status",
+        &args,
+        "--json",
+        "--session-db",
+        db,
+    ]);
+    run.expect_code(0);
+    let result = run.json();
+    assert!(serde_json::to_vec(&result).unwrap().len() <= 4096);
+    let envelope = envelope_in(&result);
+    let digest: Value = serde_json::from_str(envelope["digest"].as_str().unwrap()).unwrap();
+    assert_eq!(digest["id"], "job-1");
+    let run = p.run(&[
+        "raw",
+        envelope["call_id"].as_str().unwrap(),
+        "--session-db",
+        db,
+    ]);
+    run.expect_code(0);
+    assert_eq!(run.stdout.len(), raw_bytes + 1);
+}
+
+#[test]
+fn a_call_without_a_session_db_says_in_the_envelope_how_to_keep_the_payload() {
+    let p = job_project();
+    let args = json!({"entries": 200}).to_string();
+    let note = "the raw payload is kept in memory only and is gone when this run ends; to keep raw payloads, run with --session-db PATH, then `core-agent raw <call_id> --session-db PATH` prints it whole";
+    // One call, and a batch: both end with the process.
+    let run = p.run(&["call", "--yes", "job_job_status", &args, "--json"]);
+    run.expect_code(0);
+    let envelope = envelope_in(&run.json());
+    let keys: Vec<&str> = envelope
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["digest", "raw_bytes", "method", "call_id", "note"]);
+    assert_eq!(envelope["note"], note);
+    let file = p.write(
+        "batch.jsonl",
+        &format!(
+            "{}\n",
+            json!({"name": "job_job_status", "arguments": {"entries": 200}})
+        ),
+    );
+    let run = p.run(&["call", "--yes", "--batch", file.to_str().unwrap()]);
+    run.expect_code(0);
+    let line: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    let envelope: Value =
+        serde_json::from_str(line["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(envelope["note"], note);
+    // With a session database the payload outlives the run: no note.
+    let db = p.path().join("kept.db");
+    let run = p.run(&[
+        "call",
+        "--yes",
+        "job_job_status",
+        &args,
+        "--json",
+        "--session-db",
+        db.to_str().unwrap(),
+    ]);
+    run.expect_code(0);
+    let envelope = envelope_in(&run.json());
+    assert!(envelope.get("note").is_none(), "{envelope}");
+    let run = p.run(&[
+        "raw",
+        envelope["call_id"].as_str().unwrap(),
+        "--session-db",
+        db.to_str().unwrap(),
+    ]);
+    run.expect_code(0);
+}

@@ -502,6 +502,9 @@ async fn run(cli: Cli) -> u8 {
     };
     if let Command::Call { mode, yes, .. } = &cli.command {
         session.mode = mode.map(ModeArg::mode);
+        if cli.global.session_db.is_none() {
+            session.digest_note = Some(memory_only_note());
+        }
         session.prompter = if *yes {
             Arc::new(ApproveAll)
         } else if can_prompt {
@@ -1472,6 +1475,14 @@ fn print_server_config(s: &core_agent_host::ServerConfigReport) {
     for (k, v) in lines {
         outln!("    {k}: {}", clean(&v));
     }
+}
+
+/// What a digest of a run without `--session-db` says of its raw payload:
+/// it is kept in memory, so it dies with the process (a batch is read whole
+/// before it runs, so none of its calls can name a `call_id` it returns);
+/// how to keep it.
+fn memory_only_note() -> String {
+    "the raw payload is kept in memory only and is gone when this run ends; to keep raw payloads, run with --session-db PATH, then `core-agent raw <call_id> --session-db PATH` prints it whole".to_owned()
 }
 
 fn parse_call_args(raw: Option<&str>) -> anyhow::Result<JsonObject> {

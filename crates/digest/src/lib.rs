@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod error;
+mod fit;
 mod llm;
 mod prune;
 mod route;
@@ -10,6 +11,7 @@ mod store;
 mod telemetry;
 
 pub use error::{Error, Result};
+pub use fit::{fit, tighter};
 pub use llm::{
     Billed, BoxFuture, DEFAULT_MAX_INPUT_BYTES, DEFAULT_MODEL, INSTRUCTION,
     MESSAGE_OVERHEAD_TOKENS, Price, Pricing, Summarizer, Summary, SummaryError, SummaryFailure,

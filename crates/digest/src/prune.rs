@@ -4,6 +4,8 @@
 //! goes; it never builds a tree. The middle of a long array is skipped at
 //! scan speed (only its brackets and strings are tracked), and objects deeper
 //! than the depth cap are skipped except for their identifier-shaped scalars.
+//! An identifier key keeps its scalar value (up to `max_identifier_chars`);
+//! an object or array under it is pruned like any other value.
 
 use std::fmt::Write;
 
@@ -18,6 +20,14 @@ pub struct Limits {
     pub array_tail: usize,
     /// Objects and arrays deeper than this are summarized (8).
     pub max_depth: usize,
+    /// A string under an identifier key is kept whole up to this many
+    /// characters (4096: far past any real id, name, path or URL, but a
+    /// `data:` URL or a status message of megabytes is still cut).
+    pub max_identifier_chars: usize,
+    /// An object keeps its first this many members and counts the rest in a
+    /// `"_digest"` member (unbounded by default, as the spec sets no bound;
+    /// the tighter passes of [`crate::fit`] set one).
+    pub max_object_keys: usize,
 }
 
 impl Default for Limits {
@@ -27,6 +37,8 @@ impl Default for Limits {
             array_head: 15,
             array_tail: 5,
             max_depth: 8,
+            max_identifier_chars: 4096,
+            max_object_keys: usize::MAX,
         }
     }
 }
@@ -38,8 +50,8 @@ pub struct Malformed {
     pub at: usize,
 }
 
-/// Whether a key names an identifier, which is never dropped or shortened:
-/// `id`, `uid`, `name`, `title`, `key`, `kind`, `type`, `status`, `state`,
+/// Whether a key names an identifier, whose scalar value is never dropped
+/// and kept whole up to [`Limits::max_identifier_chars`]: `id`, `uid`, `name`, `title`, `key`, `kind`, `type`, `status`, `state`,
 /// `apiVersion`, `ref`, `sha`, `path`, any key containing `url`, `Url`,
 /// `URL` or `uri`, and any key ending in `_id` or `Id`.
 pub fn is_identifier_key(key: &str) -> bool {
@@ -100,6 +112,39 @@ pub fn prune_with_stats(input: &[u8], limits: &Limits) -> Result<(String, PruneS
     Ok((p.out, p.stats))
 }
 
+/// The shape of the JSON value `input` in a few words (`an object of 3
+/// fields`, `an array of 5000 items`, `a string of 80 characters`, `a
+/// number`), or `None` when it is not JSON.
+pub(crate) fn shape(input: &[u8]) -> Option<String> {
+    let mut p = Pruner {
+        src: input,
+        at: 0,
+        out: String::new(),
+        limits: Limits::default(),
+        stats: PruneStats::default(),
+    };
+    p.ws();
+    let what = match p.peek()? {
+        b'[' => format!("an array of {} items", p.skip_array_count().ok()?),
+        b'{' => format!("an object of {} fields", p.skip_object_count().ok()?),
+        b'"' => format!("a string of {} characters", p.string_span().ok()?.2),
+        b't' | b'f' => {
+            p.scalar_span().ok()?;
+            "a boolean".to_owned()
+        }
+        b'n' => {
+            p.scalar_span().ok()?;
+            "null".to_owned()
+        }
+        _ => {
+            p.scalar_span().ok()?;
+            "a number".to_owned()
+        }
+    };
+    p.ws();
+    (p.at == input.len()).then_some(what)
+}
+
 struct Pruner<'a> {
     src: &'a [u8],
     at: usize,
@@ -158,11 +203,12 @@ impl Pruner<'_> {
             Some(b'{') => self.object(depth),
             Some(b'[') => self.array(depth),
             Some(b'"') => {
-                let (start, end, chars, cut) = self.string_span_cut()?;
-                if chars > self.limits.max_string_chars {
+                let max = self.limits.max_string_chars;
+                let (start, end, chars, cut) = self.string_span_cut(max)?;
+                if chars > max {
                     self.stats.strings_cut += 1;
                     self.stats.string_bytes_cut += end.saturating_sub(cut);
-                    self.cut_string(start, cut, chars)
+                    self.cut_string(start, cut, chars, max)
                 } else {
                     self.copy(start, end);
                     Ok(())
@@ -186,36 +232,69 @@ impl Pruner<'_> {
             self.out.push('}');
             return Ok(());
         }
-        let mut first = true;
+        let (mut kept, mut omitted) = (0usize, 0usize);
         loop {
             self.ws();
             let (ks, ke, _) = self.string_span()?;
-            let key = decode_key(&self.src[ks..ke]);
             self.expect(b':')?;
-            if !first {
-                self.out.push(',');
-            }
-            first = false;
-            self.copy(ks, ke);
-            self.out.push(':');
             self.ws();
-            if is_identifier_key(&key) {
-                // Identifiers pass unchanged, whatever their size or shape.
-                let (vs, ve) = self.skip_value()?;
-                self.copy(vs, ve);
+            if kept == self.limits.max_object_keys {
+                self.skip_value()?;
+                omitted += 1;
             } else {
-                self.value(depth + 1)?;
+                if kept > 0 {
+                    self.out.push(',');
+                }
+                kept += 1;
+                self.copy(ks, ke);
+                self.out.push(':');
+                let key = decode_key(&self.src[ks..ke]);
+                if is_identifier_key(&key) && !matches!(self.peek(), Some(b'{' | b'[')) {
+                    self.identifier_scalar()?;
+                } else {
+                    self.value(depth + 1)?;
+                }
             }
             self.ws();
             match self.peek() {
                 Some(b',') => self.at += 1,
                 Some(b'}') => {
                     self.at += 1;
-                    self.out.push('}');
-                    return Ok(());
+                    break;
                 }
                 _ => return self.bad(),
             }
+        }
+        if omitted > 0 {
+            if kept > 0 {
+                self.out.push(',');
+            }
+            let _ = write!(
+                self.out,
+                "\"_digest\":\"{omitted} of {} fields omitted\"",
+                kept + omitted
+            );
+        }
+        self.out.push('}');
+        Ok(())
+    }
+
+    /// The scalar value of an identifier key: whole, but a string longer than
+    /// `max_identifier_chars` is cut like any other (not counted in the
+    /// stats, which weigh prose).
+    fn identifier_scalar(&mut self) -> Result<(), Malformed> {
+        if self.peek() != Some(b'"') {
+            let (start, end) = self.scalar_span()?;
+            self.copy(start, end);
+            return Ok(());
+        }
+        let max = self.limits.max_identifier_chars;
+        let (start, end, chars, cut) = self.string_span_cut(max)?;
+        if chars > max {
+            self.cut_string(start, cut, chars, max)
+        } else {
+            self.copy(start, end);
+            Ok(())
         }
     }
 
@@ -260,14 +339,20 @@ impl Pruner<'_> {
             }
         }
         let omitted = count.saturating_sub(head + ring.len());
+        // Whether an element was written (the head may be empty).
+        let mut any = count.min(head) > 0;
         if omitted > 0 {
-            let _ = write!(
-                self.out,
-                ",\"[digest: {omitted} of {count} items omitted]\""
-            );
+            if any {
+                self.out.push(',');
+            }
+            any = true;
+            let _ = write!(self.out, "\"[digest: {omitted} of {count} items omitted]\"");
         }
         for (start, end) in ring {
-            self.out.push(',');
+            if any {
+                self.out.push(',');
+            }
+            any = true;
             let mut sub = Pruner {
                 src: &self.src[..end],
                 at: start,
@@ -303,16 +388,16 @@ impl Pruner<'_> {
             self.expect(b':')?;
             self.ws();
             let scalar = !matches!(self.peek(), Some(b'{' | b'['));
-            let (vs, ve) = self.skip_value()?;
-            if scalar && is_identifier_key(&key) {
+            if scalar && is_identifier_key(&key) && kept < self.limits.max_object_keys {
                 if kept > 0 {
                     self.out.push(',');
                 }
                 self.copy(ks, ke);
                 self.out.push(':');
-                self.copy(vs, ve);
+                self.identifier_scalar()?;
                 kept += 1;
             } else {
+                self.skip_value()?;
                 omitted += 1;
             }
             self.ws();
@@ -339,14 +424,20 @@ impl Pruner<'_> {
         Ok(())
     }
 
-    /// Cuts a long string to `max_string_chars` characters, with a marker;
-    /// only the kept prefix (`start..cut`) is decoded.
-    fn cut_string(&mut self, start: usize, cut_at: usize, chars: usize) -> Result<(), Malformed> {
+    /// Cuts a long string to `max` characters, with a marker; only the kept
+    /// prefix (`start..cut`) is decoded.
+    fn cut_string(
+        &mut self,
+        start: usize,
+        cut_at: usize,
+        chars: usize,
+        max: usize,
+    ) -> Result<(), Malformed> {
         let mut prefix = Vec::with_capacity(cut_at - start + 1);
         prefix.extend_from_slice(&self.src[start..cut_at]);
         prefix.push(b'"');
         let keep: String = serde_json::from_slice(&prefix).map_err(|_| Malformed { at: start })?;
-        let cut = chars - self.limits.max_string_chars;
+        let cut = chars - max;
         let marked = format!("{keep}…[digest: {cut} more characters]");
         self.out
             .push_str(&serde_json::to_string(&marked).map_err(|_| Malformed { at: start })?);
@@ -355,19 +446,19 @@ impl Pruner<'_> {
 
     /// The span of a string token (quotes included) and its length in characters.
     fn string_span(&mut self) -> Result<(usize, usize, usize), Malformed> {
-        self.string_span_cut().map(|(s, e, c, _)| (s, e, c))
+        self.string_span_cut(self.limits.max_string_chars)
+            .map(|(s, e, c, _)| (s, e, c))
     }
 
     /// Like `string_span`, plus the byte offset where the character after
-    /// the first `max_string_chars` begins (where a long string is cut).
-    fn string_span_cut(&mut self) -> Result<(usize, usize, usize, usize), Malformed> {
+    /// the first `max` begins (where a long string is cut).
+    fn string_span_cut(&mut self, max: usize) -> Result<(usize, usize, usize, usize), Malformed> {
         if self.peek() != Some(b'"') {
             return self.bad();
         }
         let start = self.at;
         self.at += 1;
         let mut chars = 0usize;
-        let max = self.limits.max_string_chars;
         let mut cut = usize::MAX;
         loop {
             if chars >= max && cut == usize::MAX {
@@ -557,6 +648,33 @@ impl Pruner<'_> {
                     }
                     _ => return self.bad(),
                 }
+            }
+        }
+    }
+
+    /// Skips an object and counts its members.
+    fn skip_object_count(&mut self) -> Result<usize, Malformed> {
+        self.at += 1;
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Ok(0);
+        }
+        let mut n = 0;
+        loop {
+            self.ws();
+            self.string_span()?;
+            self.expect(b':')?;
+            self.skip_value()?;
+            n += 1;
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.at += 1,
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(n);
+                }
+                _ => return self.bad(),
             }
         }
     }

@@ -46,7 +46,9 @@ impl fmt::Display for Method {
 pub struct Settings {
     /// Payloads smaller than this many bytes pass untouched (8000).
     pub threshold: usize,
-    /// Prose is passed through up to this many bytes (64 KiB).
+    /// The bound of a digest (64 KiB): prose is passed through up to this
+    /// many bytes (and a marker), and a structural digest longer than this
+    /// is pruned again, more tightly, until it fits (see [`crate::fit`]).
     pub passthrough_max: usize,
     /// The structural pruner's bounds.
     pub limits: Limits,
@@ -82,13 +84,23 @@ impl Digested {
     /// The synthetic response the model sees:
     /// `{"digest", "raw_bytes", "method", "call_id"}`.
     pub fn envelope(&self, call_id: &str) -> String {
-        serde_json::json!({
+        self.envelope_with_note(call_id, None)
+    }
+
+    /// [`Digested::envelope`], with a `"note"` after the `call_id` when
+    /// `note` is given (what the caller should know about keeping the raw
+    /// payload; its wording is the front end's).
+    pub fn envelope_with_note(&self, call_id: &str, note: Option<&str>) -> String {
+        let mut envelope = serde_json::json!({
             "digest": self.digest,
             "raw_bytes": self.raw_bytes,
             "method": self.method.as_str(),
             "call_id": call_id,
-        })
-        .to_string()
+        });
+        if let (Some(note), Some(fields)) = (note, envelope.as_object_mut()) {
+            fields.insert("note".to_owned(), note.into());
+        }
+        envelope.to_string()
     }
 }
 
@@ -96,8 +108,9 @@ impl Digested {
 pub const PROSE_WRAPPER_STRINGS: usize = 4;
 
 /// Routes a payload: below the threshold, `None` (pass it untouched);
-/// JSON-shaped, the structural pruner; anything else (prose, malformed JSON),
-/// a passthrough cut at `passthrough_max` bytes with a marker.
+/// JSON-shaped, the structural pruner (pruned again more tightly while the
+/// digest is over `passthrough_max` bytes); anything else (prose, malformed
+/// JSON), a passthrough cut at `passthrough_max` bytes with a marker.
 ///
 /// JSON whose mass is prose is passed through too, so the digest never keeps
 /// less of a text than the passthrough would: when the pruner had to cut at
@@ -116,11 +129,15 @@ pub fn route(payload: &str, settings: &Settings) -> Option<Digested> {
         let prose_wrapper = (1..=PROSE_WRAPPER_STRINGS).contains(&stats.strings_cut)
             && stats.string_bytes_cut.saturating_mul(2) >= payload.len();
         if !prose_wrapper {
-            return Some(Digested {
+            let digested = Digested {
                 digest,
                 raw_bytes: payload.len(),
                 method: Method::StructuralJson,
-            });
+            };
+            let bound = settings.passthrough_max;
+            return Some(crate::fit(payload, digested, settings, |d| {
+                d.digest.len() <= bound
+            }));
         }
     }
     Some(Digested {

@@ -112,6 +112,7 @@ impl McpSession {
                 // Payloads stay readable by the same token's later sessions
                 // (also across restarts, with --session-db).
                 owner: Some(caller.name.clone()),
+                digest_note: None,
             });
             Live {
                 caller: caller.clone(),

@@ -71,6 +71,33 @@ pub fn cap_result(mut result: CallToolResult, max: usize) -> CallToolResult {
     result
 }
 
+/// The most bytes a text, serialized as a JSON string, may take to be kept
+/// whole by [`cap_result`] at `max` as the first block of `result` once its
+/// texts and structured content are replaced by it (the blocks without text
+/// that follow it may be left out, but not it). `result` is weighed with
+/// its content and structured content taken out, and given back as it was.
+pub(crate) fn first_text_room(result: &mut CallToolResult, max: usize) -> usize {
+    let content = std::mem::take(&mut result.content);
+    let structured = result.structured_content.take();
+    let shell = json_len(&*result);
+    // Room for the marker only where there is something after it to cut.
+    let marker = if content.iter().any(|c| text_only(c).is_none()) {
+        MARKER_ROOM
+    } else {
+        0
+    };
+    result.content = content;
+    result.structured_content = structured;
+    // The block around an empty text, less that text's `""`, and its comma.
+    let block = json_len(&ContentBlock::text(String::new())).saturating_sub(2) + 1;
+    max.saturating_sub(shell + marker + block)
+}
+
+/// A text block's text (not an embedded resource's: the digest keeps those).
+fn text_only(block: &ContentBlock) -> Option<&str> {
+    block.as_text().map(|t| t.text.as_str())
+}
+
 /// What the cap left out.
 #[derive(Debug, Default)]
 struct Cuts {
@@ -151,7 +178,7 @@ fn within_by_bound(result: &mut CallToolResult, max: usize) -> bool {
 const MAX_ESCAPE: usize = 6;
 
 /// The length of `value` serialized as JSON, counted without building it.
-fn json_len(value: &impl serde::Serialize) -> usize {
+pub(crate) fn json_len(value: &impl serde::Serialize) -> usize {
     let mut counter = Counter(0);
     match serde_json::to_writer(&mut counter, value) {
         Ok(()) => counter.0,

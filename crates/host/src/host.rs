@@ -89,6 +89,11 @@ pub struct SessionOptions {
     /// store; `retrieve_raw` then also reads payloads of the owner's other
     /// sessions, including those of earlier runs kept in `--session-db`.
     pub owner: Option<String>,
+    /// Said as the `"note"` of each of its digests' synthetic responses:
+    /// what the caller should know about keeping the raw payloads (the
+    /// front end's words; a one-shot run whose payloads die with it says
+    /// how to keep them).
+    pub digest_note: Option<String>,
 }
 
 impl std::fmt::Debug for DigestOptions {
@@ -108,6 +113,7 @@ impl std::fmt::Debug for SessionOptions {
             .field("id", &self.id)
             .field("cost_ceiling", &self.cost_ceiling)
             .field("owner", &self.owner)
+            .field("digest_note", &self.digest_note)
             .finish_non_exhaustive()
     }
 }
@@ -139,6 +145,7 @@ impl Default for SessionOptions {
             id: None,
             cost_ceiling: None,
             owner: None,
+            digest_note: None,
         }
     }
 }
@@ -475,7 +482,8 @@ impl Host {
     pub fn session(self: &Arc<Self>, options: SessionOptions) -> Session {
         let id = options.id.unwrap_or_else(core_agent_digest::new_session_id);
         let digest = self.options.digest.as_ref().map(|d| {
-            let wrap = crate::DigestWrap::new(d.settings, d.store.clone(), id.clone());
+            let wrap = crate::DigestWrap::new(d.settings, d.store.clone(), id.clone())
+                .with_note(options.digest_note.clone());
             match &d.llm {
                 Some(llm) => {
                     let mut llm = llm.clone();
@@ -1466,15 +1474,24 @@ async fn gate(gate: &RwLock<Gate>, prompter: &dyn Prompter, request: Request<'_>
 
 /// The shaping step, on a result as the server sent it: the digest, when
 /// the session has one and the route's server is digested (the raw payload
-/// is stored whole), then the route's `max_result_bytes` cap, on what the
-/// caller will see.
+/// is stored whole, and the synthetic response made to fit the cap whole),
+/// then the route's `max_result_bytes` cap, on what the caller will see.
 async fn shape(
     result: CallToolResult,
     digest: Option<&crate::DigestWrap>,
     route: &ToolRoute,
 ) -> CallToolResult {
     let result = match digest {
-        Some(digest) if route.digest => digest.apply(result, &route.server_name, &route.tool).await,
+        Some(digest) if route.digest => {
+            digest
+                .apply_within(
+                    result,
+                    &route.server_name,
+                    &route.tool,
+                    route.max_result_bytes,
+                )
+                .await
+        }
         _ => result,
     };
     cap_result(result, route.max_result_bytes)

@@ -3,7 +3,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use core_agent_digest::{
     Billed, DigestEvent, Digested, LlmUsage, Method, Pricing, RawRecord, Settings, Store,
-    Summarizer, SummaryRequest, TokenUsage, bound_input, new_call_id, route,
+    Summarizer, SummaryRequest, TokenUsage, bound_input, fit, new_call_id, route,
 };
 use core_agent_mcp_transport::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
@@ -19,6 +19,10 @@ pub struct DigestWrap {
     pub session: String,
     /// The LLM second chance, when enabled.
     pub llm: Option<LlmPath>,
+    /// Said in each synthetic response, as its `"note"`: what the caller
+    /// should know about keeping the raw payloads (the front end's words,
+    /// such as how to keep them past the process).
+    pub note: Option<String>,
     /// US dollars reserved by the second chances in flight: each reserves
     /// its worst case under this lock before it starts and releases it
     /// once its real cost is recorded, so concurrent calls cannot overspend
@@ -77,8 +81,15 @@ impl DigestWrap {
             store,
             session: session.into(),
             llm: None,
+            note: None,
             in_flight: Mutex::new(0.0),
         }
+    }
+
+    /// The same wrap, saying `note` in each synthetic response.
+    pub fn with_note(mut self, note: Option<String>) -> DigestWrap {
+        self.note = note;
+        self
     }
 
     /// The same wrap with the LLM second chance.
@@ -212,21 +223,31 @@ impl DigestWrap {
         (summarized, Some(reservation))
     }
 
+    /// [`DigestWrap::apply_within`] with no cap on the result.
+    pub async fn apply(&self, result: CallToolResult, server: &str, tool: &str) -> CallToolResult {
+        self.apply_within(result, server, tool, usize::MAX).await
+    }
+
     /// Digests `result` if its payload is over the threshold. The payload is
     /// what the model would have been shown (see [`payload_of`]). The raw
     /// payload is stored whole under a new `call_id`, unique across runs;
     /// the result then carries the synthetic
-    /// `{"digest", "raw_bytes", "method", "call_id"}` in place of its text and
-    /// structured content. With the LLM path on, a payload still over the
-    /// threshold is summarized.
+    /// `{"digest", "raw_bytes", "method", "call_id"}` (and the wrap's
+    /// `note`, if any) in place of its text and structured content. With the
+    /// LLM path on, a payload still over the threshold is summarized.
+    /// The synthetic response is made to fit whole in a result capped at
+    /// `max_result_bytes` ([`crate::cap_result`] never cuts it): a digest
+    /// too large for the room is made again, more tightly
+    /// ([`core_agent_digest::fit`]), and a summary too large for it is cut.
     /// Never fails: if the store cannot keep the payload, the result passes
     /// untouched (or, when its one text was moved into the record, with the
     /// digest in that text's place, without a `call_id`, saying why).
-    pub async fn apply(
+    pub async fn apply_within(
         &self,
         mut result: CallToolResult,
         server: &str,
         tool: &str,
+        max_result_bytes: usize,
     ) -> CallToolResult {
         if under_threshold(&result, self.settings.threshold) {
             return result;
@@ -246,6 +267,11 @@ impl DigestWrap {
             return result;
         };
         let call_id = new_call_id();
+        let room = crate::cap::first_text_room(&mut result, max_result_bytes);
+        let fits = |d: &Digested| {
+            crate::cap::json_len(&d.envelope_with_note(&call_id, self.note.as_deref())) <= room
+        };
+        let digested = fit(&payload, digested, &self.settings, fits);
         let created_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
@@ -278,10 +304,14 @@ impl DigestWrap {
         }
         let mut event = DigestEvent::new(digested.method, digested.raw_bytes, 0);
         let (digested, reservation) = match &llm_payload {
-            Some(payload) => self.second_chance(payload, digested, &mut event).await,
+            Some(payload) => {
+                let (digested, reservation) =
+                    self.second_chance(payload, digested, &mut event).await;
+                (fit(payload, digested, &self.settings, fits), reservation)
+            }
             None => (digested, None),
         };
-        let envelope = digested.envelope(&call_id);
+        let envelope = digested.envelope_with_note(&call_id, self.note.as_deref());
         event.method = digested.method.as_str().to_owned();
         event.digest_bytes = envelope.len() as u64;
         let _ = self.store.record(&self.session, &event);
@@ -397,6 +427,7 @@ impl std::fmt::Debug for DigestWrap {
             .field("settings", &self.settings)
             .field("session", &self.session)
             .field("llm", &self.llm)
+            .field("note", &self.note)
             .finish_non_exhaustive()
     }
 }

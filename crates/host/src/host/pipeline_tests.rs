@@ -640,9 +640,137 @@ async fn shaping_caps_what_the_digest_left() {
     assert!(prose().starts_with(first_text(&cut)));
     let marker = cut.content.last().and_then(|c| c.as_text()).unwrap();
     assert!(marker.text.contains("bytes of text cut"), "{}", marker.text);
-    // A cap under the digest itself cuts the digest.
+    // A cap under the digest itself: the digest is cut shorter to fit, and
+    // the synthetic response is whole.
     let tight = shape(raw, Some(&wrap), &shaped_route(true, 400)).await;
     assert!(len(&tight) <= 400, "{}", len(&tight));
-    let marker = tight.content.last().and_then(|c| c.as_text()).unwrap();
-    assert!(marker.text.starts_with("[core-agent: the result was "));
+    assert_eq!(tight.content.len(), 1, "no cap marker: {tight:?}");
+    let envelope = envelope(&tight).expect("a whole envelope");
+    assert_eq!(envelope["method"], "passthrough");
+    let call_id = envelope["call_id"].as_str().unwrap();
+    assert_eq!(store.get(call_id).unwrap().unwrap().payload, prose());
+}
+
+/// A 600 KB job whose `status` holds its history, as one JSON text.
+fn job_status(entries: usize) -> String {
+    let history: Vec<Value> = (0..entries)
+        .map(|i| json!({"at": i, "state": "running", "message": format!("step {i}: {}", "progress ".repeat(10))}))
+        .collect();
+    json!({"id": "job-1", "status": {"state": "running", "history": history}}).to_string()
+}
+
+#[tokio::test]
+async fn the_envelope_is_never_cut_by_the_cap() {
+    let store = Arc::new(MemoryStore::new());
+    let wrap = DigestWrap::new(Settings::default(), store.clone(), "s")
+        .with_note(Some("kept until the end of the run".to_owned()));
+    let payload = job_status(5_000);
+    assert!(payload.len() > 600_000);
+    let image = ContentBlock::image("A".repeat(20_000), "image/png");
+    for (cap, with_image) in [
+        (131_072, false),
+        (8_000, false),
+        (2_000, true),
+        (1_000, false),
+    ] {
+        let mut content = vec![ContentBlock::text(payload.clone())];
+        if with_image {
+            content.push(image.clone());
+        }
+        let raw = CallToolResult::success(content);
+        let shaped = shape(raw, Some(&wrap), &shaped_route(true, cap)).await;
+        let len = serde_json::to_vec(&shaped).unwrap().len();
+        assert!(len <= cap, "{len} > {cap}");
+        let envelope = envelope(&shaped).unwrap_or_else(|| panic!("cut at {cap}: {shaped:?}"));
+        let keys: Vec<&str> = envelope
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["digest", "raw_bytes", "method", "call_id", "note"]);
+        assert_eq!(envelope["note"], "kept until the end of the run");
+        assert_eq!(envelope["raw_bytes"], payload.len());
+        let digest: Value = serde_json::from_str(envelope["digest"].as_str().unwrap()).unwrap();
+        if cap >= 8_000 {
+            assert_eq!(digest["status"]["state"], "running");
+            assert_eq!(digest["id"], "job-1");
+        }
+        let call_id = envelope["call_id"].as_str().unwrap();
+        assert_eq!(store.get(call_id).unwrap().unwrap().payload, payload);
+        // The image after it is what the cap left out.
+        assert_eq!(
+            shaped.content.len(),
+            if with_image { 2 } else { 1 },
+            "{cap}"
+        );
+    }
+}
+
+/// JSON for the shaping property: identifier keys over histories, wide
+/// objects, long strings, deep nesting.
+fn big_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let key = prop_oneof![
+        Just("status".to_owned()),
+        Just("state".to_owned()),
+        Just("job_id".to_owned()),
+        Just("selfUrl".to_owned()),
+        Just("name".to_owned()),
+        Just("history".to_owned()),
+        Just("data".to_owned()),
+        "[a-z]{1,8}",
+    ];
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<i64>().prop_map(Value::from),
+        "[ -~é\"\\\n]{0,30}".prop_map(Value::String),
+        (1usize..40, "[a-z\"\n]{1,4}").prop_map(|(n, s)| Value::String(s.repeat(n * 150))),
+    ];
+    leaf.prop_recursive(10, 3_000, 60, move |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..60).prop_map(Value::Array),
+            proptest::collection::vec((key.clone(), inner), 0..40)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+
+    /// For any JSON result over the threshold, under any cap from 1 KiB:
+    /// the result fits the cap, its one block is a whole synthetic
+    /// response whose structural digest parses, and its `call_id` gives the
+    /// raw payload back whole from the store.
+    #[test]
+    fn any_json_result_comes_back_a_whole_envelope_within_the_cap(
+        value in big_json(),
+        cap in 1_024usize..70_000,
+        pretty in proptest::prelude::any::<bool>(),
+    ) {
+        let payload = if pretty { serde_json::to_string_pretty(&value).unwrap() } else { value.to_string() };
+        let store = Arc::new(MemoryStore::new());
+        let settings = Settings { threshold: 200, ..Settings::default() };
+        let wrap = DigestWrap::new(settings, store.clone(), "s");
+        let raw = CallToolResult::success(vec![ContentBlock::text(payload.clone())]);
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let shaped = runtime.block_on(shape(raw, Some(&wrap), &shaped_route(true, cap)));
+        let len = serde_json::to_vec(&shaped).unwrap().len();
+        proptest::prop_assert!(len <= cap, "{} > {}", len, cap);
+        if payload.len() < 200 {
+            return Ok(());
+        }
+        proptest::prop_assert_eq!(shaped.content.len(), 1);
+        let envelope = envelope(&shaped);
+        proptest::prop_assert!(envelope.is_some(), "not a whole envelope: {}", first_text(&shaped));
+        let envelope = envelope.unwrap();
+        let digest = envelope["digest"].as_str().unwrap();
+        if envelope["method"] == "structural_json" {
+            proptest::prop_assert!(serde_json::from_str::<Value>(digest).is_ok(), "{}", digest);
+        }
+        proptest::prop_assert!(digest.len() <= Settings::default().passthrough_max + 100);
+        let record = store.get(envelope["call_id"].as_str().unwrap()).unwrap().unwrap();
+        proptest::prop_assert_eq!(record.payload, payload);
+    }
 }
