@@ -9,8 +9,8 @@ const SAMPLE_RECORDS: usize = 30;
 const SAMPLE_BYTES: usize = 4 << 20;
 /// Detection needs at least this many rows after the header.
 const MIN_ROWS: usize = 4;
-/// How many rows from the end are kept for the tail.
-const TAIL_ROWS: usize = 40;
+/// How many rows from each end are kept to be shown.
+const TAIL_ROWS: usize = 100;
 /// Room kept for the closing marker.
 const RESERVE: usize = 160;
 

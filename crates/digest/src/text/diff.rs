@@ -360,19 +360,22 @@ fn show_hunk(out: &mut Out, f: &File<'_>, limit: usize) -> bool {
     }
     if written < f.first_hunk_lines {
         out.line(&format!(
-            "[… {} more in this hunk{}]",
-            count(f.first_hunk_lines - written, "line", "lines"),
+            "[… {} more {} in this hunk{}]",
+            f.first_hunk_lines - written,
+            if f.first_hunk_lines - written == 1 { "line" } else { "lines" },
             if f.hunks > 1 {
-                format!("; {} more in this file", count(f.hunks - 1, "hunk", "hunks"))
+                format!("; {} in this file", more_hunks(f.hunks - 1))
             } else {
                 String::new()
             }
         ));
     } else if f.hunks > 1 {
-        out.line(&format!(
-            "[… {} more in this file]",
-            count(f.hunks - 1, "hunk", "hunks")
-        ));
+        out.line(&format!("[… {} in this file]", more_hunks(f.hunks - 1)));
     }
     true
+}
+
+/// `1 more hunk`, `3 more hunks`.
+fn more_hunks(n: usize) -> String {
+    format!("{n} more {}", if n == 1 { "hunk" } else { "hunks" })
 }

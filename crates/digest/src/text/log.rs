@@ -274,7 +274,7 @@ pub(super) fn digest(text: &str, target: usize) -> String {
     }
     if j > head_end {
         out.line(&format!(
-            "[digest: {} of {} not shown in order; retrieve_raw has them all]",
+            "[digest: {} of {} left out of the first and last lines; retrieve_raw has them all]",
             j - head_end,
             count(all.len(), "line", "lines")
         ));
