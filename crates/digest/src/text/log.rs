@@ -246,7 +246,7 @@ pub(super) fn digest(text: &str, target: usize) -> String {
     while j > head_end {
         let run = run_back(&all, j, head_end);
         let start = j - run;
-        let block = render_run(&all, start, run);
+        let block = render_run_ending(&all, j, run);
         if used + block.len() > tail_room {
             break;
         }
@@ -314,6 +314,18 @@ fn render_run(all: &[&str], start: usize, run: usize) -> String {
             run - 1
         );
     }
+    block
+}
+
+/// For the tail: how many lines like the last of a run came before it,
+/// then that line (the log's last line is shown as it is).
+fn render_run_ending(all: &[&str], end: usize, run: usize) -> String {
+    let mut block = String::new();
+    if run > 1 {
+        let _ = writeln!(block, "[… ×{} more like the line below]", run - 1);
+    }
+    block.push_str(&clip(all[end - 1], MAX_LINE));
+    block.push('\n');
     block
 }
 
