@@ -36,6 +36,24 @@ const LEVELS: [&str; 8] = [
     "FATAL", "CRITICAL", "ERROR", "WARN", "NOTICE", "INFO", "DEBUG", "TRACE",
 ];
 
+/// The words read as levels, and the level each counts as.
+const LEVEL_WORDS: [(&[u8], &str); 14] = [
+    (b"INFO", "INFO"),
+    (b"DEBUG", "DEBUG"),
+    (b"WARN", "WARN"),
+    (b"WARNING", "WARN"),
+    (b"ERROR", "ERROR"),
+    (b"ERR", "ERROR"),
+    (b"TRACE", "TRACE"),
+    (b"NOTICE", "NOTICE"),
+    (b"FATAL", "FATAL"),
+    (b"PANIC", "FATAL"),
+    (b"EMERG", "FATAL"),
+    (b"ALERT", "FATAL"),
+    (b"CRITICAL", "CRITICAL"),
+    (b"CRIT", "CRITICAL"),
+];
+
 /// Whether `text` is a log: at least [`MIN_LINES`] non-blank lines in the
 /// first [`SAMPLE_LINES`], at least 60% of them with a timestamp or a level
 /// near their start.
@@ -108,57 +126,55 @@ fn level_of(line: &str) -> Option<&'static str> {
         if !upper && !marked {
             continue;
         }
-        let level = match word.to_ascii_uppercase().as_slice() {
-            b"FATAL" | b"PANIC" | b"EMERG" | b"ALERT" => "FATAL",
-            b"CRITICAL" | b"CRIT" => "CRITICAL",
-            b"ERROR" | b"ERR" => "ERROR",
-            b"WARN" | b"WARNING" => "WARN",
-            b"NOTICE" => "NOTICE",
-            b"INFO" => "INFO",
-            b"DEBUG" => "DEBUG",
-            b"TRACE" => "TRACE",
-            _ => continue,
+        let Some(&(_, level)) = LEVEL_WORDS
+            .iter()
+            .find(|(w, _)| w.eq_ignore_ascii_case(word))
+        else {
+            continue;
         };
         return Some(level);
     }
     None
 }
 
-/// The line with every run of letters and digits that holds a digit (a
-/// number, a timestamp's parts, a hex id) replaced by `#`, cut to
-/// [`MAX_LINE`] bytes: lines of the same shape are "repeated".
-fn shape(line: &str) -> String {
-    let mut out = String::with_capacity(line.len().min(MAX_LINE));
-    let b = line.as_bytes();
+/// The line's shape: a hash of its first [`MAX_LINE`] bytes with every run
+/// of letters and digits that holds a digit (a number, a timestamp's parts,
+/// a hex id) read as `#`. Lines of the same shape are "repeated".
+fn shape(line: &str) -> u64 {
+    let b = &line.as_bytes()[..line.len().min(MAX_LINE)];
+    // FNV-1a: shapes are counted, not defended against collisions.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut mix = |byte: u8| h = (h ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
     let mut i = 0;
-    while i < b.len() && out.len() < MAX_LINE {
+    while i < b.len() {
         if b[i].is_ascii_alphanumeric() {
             let start = i;
+            let mut digit = false;
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                digit |= b[i].is_ascii_digit();
                 i += 1;
             }
-            let word = &line[start..i];
-            if word.bytes().any(|c| c.is_ascii_digit()) {
-                out.push('#');
+            if digit {
+                mix(b'#');
             } else {
-                out.push_str(word);
+                b[start..i].iter().for_each(|&c| mix(c));
             }
         } else {
-            let c = line[i..].chars().next().unwrap_or(' ');
-            out.push(c);
-            i += c.len_utf8();
+            mix(b[i]);
+            i += 1;
         }
     }
-    out
+    h
 }
 
 /// The digest of a log, under `target` bytes.
 pub(super) fn digest(text: &str, target: usize) -> String {
     let all: Vec<&str> = lines(text).collect();
+    let shapes: Vec<u64> = all.iter().map(|l| shape(l)).collect();
     let mut levels: HashMap<&'static str, usize> = HashMap::new();
     let mut unlevelled = 0;
     // Shape → (count, first line number).
-    let mut counts: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut counts: HashMap<u64, (usize, usize)> = HashMap::new();
     let mut errors: Vec<usize> = Vec::new();
     for (n, line) in all.iter().enumerate() {
         match level_of(line) {
@@ -170,7 +186,7 @@ pub(super) fn digest(text: &str, target: usize) -> String {
             }
             None => unlevelled += 1,
         }
-        let key = shape(line);
+        let key = shapes[n];
         if let Some(c) = counts.get_mut(&key) {
             c.0 += 1;
         } else if counts.len() < MAX_SHAPES {
@@ -196,7 +212,7 @@ pub(super) fn digest(text: &str, target: usize) -> String {
 
     // The most repeated shapes, then the first errors, each in at most a
     // fifth of the budget; then the head and tail share what is left.
-    let mut repeated: Vec<(&String, &(usize, usize))> =
+    let mut repeated: Vec<(&u64, &(usize, usize))> =
         counts.iter().filter(|(_, c)| c.0 > 1).collect();
     repeated.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.1.1.cmp(&b.1.1)));
     if !repeated.is_empty() {
@@ -229,7 +245,7 @@ pub(super) fn digest(text: &str, target: usize) -> String {
     let mut used = 0;
     let mut i = 0;
     while i < all.len() {
-        let run = run_from(&all, i);
+        let run = run_from(&shapes, i);
         let block = render_run(&all, i, run);
         if out.len() + 14 + used + block.len() > head_limit {
             break;
@@ -244,7 +260,7 @@ pub(super) fn digest(text: &str, target: usize) -> String {
     let mut j = all.len();
     let tail_room = limit.saturating_sub(out.len() + 14 + head.iter().map(String::len).sum::<usize>() + 14);
     while j > head_end {
-        let run = run_back(&all, j, head_end);
+        let run = run_back(&shapes, j, head_end);
         let start = j - run;
         let block = render_run_ending(&all, j, run);
         if used + block.len() > tail_room {
@@ -283,10 +299,9 @@ pub(super) fn digest(text: &str, target: usize) -> String {
 }
 
 /// How many lines from `i` on have the shape of line `i`.
-fn run_from(all: &[&str], i: usize) -> usize {
-    let key = shape(all[i]);
+fn run_from(shapes: &[u64], i: usize) -> usize {
     let mut n = 1;
-    while i + n < all.len() && shape(all[i + n]) == key {
+    while i + n < shapes.len() && shapes[i + n] == shapes[i] {
         n += 1;
     }
     n
@@ -294,10 +309,9 @@ fn run_from(all: &[&str], i: usize) -> usize {
 
 /// How many lines before `j` (and not before `floor`) share the shape of
 /// line `j - 1`.
-fn run_back(all: &[&str], j: usize, floor: usize) -> usize {
-    let key = shape(all[j - 1]);
+fn run_back(shapes: &[u64], j: usize, floor: usize) -> usize {
     let mut n = 1;
-    while j - n > floor && shape(all[j - n - 1]) == key {
+    while j - n > floor && shapes[j - n - 1] == shapes[j - 1] {
         n += 1;
     }
     n
