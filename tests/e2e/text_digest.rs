@@ -204,3 +204,34 @@ fn server_filesystem_reads_of_a_csv_and_a_log_are_digested_by_structure() {
     assert!(digest.len() <= 8000);
     eprintln!("server-filesystem log: {} bytes → digest {} bytes", log.len(), digest.len());
 }
+
+/// With the LLM second chance on, a text digest is kept, not summarized
+/// (a summary would lose what it keeps whole); prose still goes to the LLM.
+#[test]
+fn the_llm_second_chance_leaves_text_digests_alone() {
+    let llm = core_agent_e2e::Background::fake_llm();
+    let p = Project::new(&json!({"version": 1, "agentic_wrap_model": "small-model", "servers": {"fx": {
+        "transport": "stdio", "command": core_agent_e2e::bin("fixture-server"), "args": ["ok"]
+    }}}));
+    let log: String = (0..400)
+        .map(|i| format!("2026-12-01 10:00:{:02} INFO job {i} done\n", i % 60))
+        .collect();
+    let prose = "Widgets are small. ".repeat(600);
+    for (text, method) in [(log, "structural_log"), (prose, "llm_fallback")] {
+        let mut cmd = p.command(&[
+            "call",
+            "--yes",
+            "fx_echo",
+            &json!({"text": text}).to_string(),
+            "--mcp-agentic-wrap-llm",
+        ]);
+        cmd.env(
+            "CORE_AGENT_LLM_BASE_URL",
+            format!("http://127.0.0.1:{}/v1", llm.port),
+        );
+        let run = p.run_with(cmd);
+        run.expect_code(0);
+        let e: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+        assert_eq!(e["method"], method, "{}", short(&e));
+    }
+}
