@@ -12,7 +12,12 @@ use serde_json::{Value, json};
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(["-c", "user.name=e2e", "-c", "user.email=e2e@example.com"])
-        .args(["-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .output()
@@ -59,7 +64,11 @@ fn history(dir: &Path) {
         for k in 0..2 {
             let path = dir.join(format!("docs/added_{rev}_{k}.md"));
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, format!("# Note {rev}.{k}\n\nAdded in commit {rev}.\n")).unwrap();
+            std::fs::write(
+                path,
+                format!("# Note {rev}.{k}\n\nAdded in commit {rev}.\n"),
+            )
+            .unwrap();
         }
         if rev % 3 == 0 {
             let f = rev * 3 + 1;
@@ -131,7 +140,11 @@ fn a_git_diff_from_mcp_server_git_names_every_file_with_its_counts() {
     assert!(digest.contains("\nDiff with HEAD~30:\n"));
     assert!(digest.contains("\nfirst hunks:\n--- "));
     assert!(
-        digest.lines().last().unwrap().ends_with(" left out; retrieve_raw has the whole diff]"),
+        digest
+            .lines()
+            .last()
+            .unwrap()
+            .ends_with(" left out; retrieve_raw has the whole diff]"),
         "the rest is counted"
     );
     eprintln!(
@@ -161,10 +174,21 @@ fn server_filesystem_reads_of_a_csv_and_a_log_are_digested_by_structure() {
     std::fs::write(root.join("orders.csv"), &csv).unwrap();
     let mut log = String::new();
     for i in 0..20_000 {
-        let t = format!("2026-12-01 10:{:02}:{:02},{:03}", i / 60 % 60, i % 60, i % 1000);
+        let t = format!(
+            "2026-12-01 10:{:02}:{:02},{:03}",
+            i / 60 % 60,
+            i % 60,
+            i % 1000
+        );
         let line = match i % 50 {
-            0 => format!("{t} ERROR worker-{}: job {i} failed: timeout after 30s", i % 4),
-            1..=5 => format!("{t} WARNING scheduler: queue depth {} over 100", 100 + i % 50),
+            0 => format!(
+                "{t} ERROR worker-{}: job {i} failed: timeout after 30s",
+                i % 4
+            ),
+            1..=5 => format!(
+                "{t} WARNING scheduler: queue depth {} over 100",
+                100 + i % 50
+            ),
             6..=20 => format!("{t} DEBUG worker-{}: heartbeat", i % 4),
             _ => format!("{t} INFO worker-{}: job {i} done in {}ms", i % 4, i % 300),
         };
@@ -178,7 +202,11 @@ fn server_filesystem_reads_of_a_csv_and_a_log_are_digested_by_structure() {
             .to_string(),
     );
 
-    let e = envelope(&p, "fs_read_text_file", json!({"path": root.join("orders.csv")}));
+    let e = envelope(
+        &p,
+        "fs_read_text_file",
+        json!({"path": root.join("orders.csv")}),
+    );
     assert_eq!(e["method"], "structural_csv", "{}", short(&e));
     assert_eq!(e["raw_bytes"], csv.len());
     let digest = e["digest"].as_str().unwrap();
@@ -186,23 +214,48 @@ fn server_filesystem_reads_of_a_csv_and_a_log_are_digested_by_structure() {
         "[digest: CSV (comma-separated), {} bytes: a header and 20000 rows, 5 columns]\nheader: order_id,customer,country,amount,status\nfirst rows:\n0,customer-0,FR,0.00,refunded\n",
         csv.len()
     )), "{}", short(&e));
-    assert!(digest.contains("\n19999,customer-459,JP,499.99,paid\n"), "the last row");
+    assert!(
+        digest.contains("\n19999,customer-459,JP,499.99,paid\n"),
+        "the last row"
+    );
     assert!(digest.contains(" rows left out]\nlast rows:\n"));
     assert!(digest.len() <= 8000);
-    eprintln!("server-filesystem CSV: {} bytes → digest {} bytes", csv.len(), digest.len());
+    eprintln!(
+        "server-filesystem CSV: {} bytes → digest {} bytes",
+        csv.len(),
+        digest.len()
+    );
 
-    let e = envelope(&p, "fs_read_text_file", json!({"path": root.join("worker.log")}));
+    let e = envelope(
+        &p,
+        "fs_read_text_file",
+        json!({"path": root.join("worker.log")}),
+    );
     assert_eq!(e["method"], "structural_log", "{}", short(&e));
     let digest = e["digest"].as_str().unwrap();
     assert_eq!(
         digest.lines().next().unwrap(),
-        format!("[digest: log, {} bytes: 20000 lines; ERROR 400, WARN 2000, INFO 11600, DEBUG 6000]", log.len())
+        format!(
+            "[digest: log, {} bytes: 20000 lines; ERROR 400, WARN 2000, INFO 11600, DEBUG 6000]",
+            log.len()
+        )
     );
     assert!(digest.contains("\nfirst errors:\n1: 2026-12-01 10:00:00,000 ERROR worker-0: job 0 failed: timeout after 30s\n"));
-    assert!(digest.contains("\n×11600 2026-12-01 10:00:21,021 INFO worker-1: job 21 done in 21ms\n"), "{}", short(&e));
-    assert!(digest.contains(&format!("\n{}\n", log.lines().last().unwrap())), "the last line");
+    assert!(
+        digest.contains("\n×11600 2026-12-01 10:00:21,021 INFO worker-1: job 21 done in 21ms\n"),
+        "{}",
+        short(&e)
+    );
+    assert!(
+        digest.contains(&format!("\n{}\n", log.lines().last().unwrap())),
+        "the last line"
+    );
     assert!(digest.len() <= 8000);
-    eprintln!("server-filesystem log: {} bytes → digest {} bytes", log.len(), digest.len());
+    eprintln!(
+        "server-filesystem log: {} bytes → digest {} bytes",
+        log.len(),
+        digest.len()
+    );
 }
 
 /// With the LLM second chance on, a text digest is kept, not summarized
@@ -210,9 +263,11 @@ fn server_filesystem_reads_of_a_csv_and_a_log_are_digested_by_structure() {
 #[test]
 fn the_llm_second_chance_leaves_text_digests_alone() {
     let llm = core_agent_e2e::Background::fake_llm();
-    let p = Project::new(&json!({"version": 1, "agentic_wrap_model": "small-model", "servers": {"fx": {
-        "transport": "stdio", "command": core_agent_e2e::bin("fixture-server"), "args": ["ok"]
-    }}}));
+    let p = Project::new(
+        &json!({"version": 1, "agentic_wrap_model": "small-model", "servers": {"fx": {
+            "transport": "stdio", "command": core_agent_e2e::bin("fixture-server"), "args": ["ok"]
+        }}}),
+    );
     let log: String = (0..400)
         .map(|i| format!("2026-12-01 10:00:{:02} INFO job {i} done\n", i % 60))
         .collect();

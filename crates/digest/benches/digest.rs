@@ -119,7 +119,12 @@ fn log(size: usize) -> String {
     let mut out = String::with_capacity(size + 128);
     let mut i = 0usize;
     while out.len() < size {
-        let t = format!("2026-12-01T10:{:02}:{:02}.{:03}Z", i / 60 % 60, i % 60, i % 1000);
+        let t = format!(
+            "2026-12-01T10:{:02}:{:02}.{:03}Z",
+            i / 60 % 60,
+            i % 60,
+            i % 1000
+        );
         let line = match i % 20 {
             0..10 => format!("{t} INFO http: GET /api/items/{i} 200 {}ms\n", i % 90),
             10..16 => format!("{t} DEBUG cache: hit key=user:{}\n", i % 997),

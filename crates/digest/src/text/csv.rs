@@ -54,7 +54,11 @@ fn record(text: &[u8], at: usize, delimiter: u8) -> Option<Record> {
             i += 1;
             continue;
         } else if b == b'\n' {
-            let end = if i > at && text[i - 1] == b'\r' { i - 1 } else { i };
+            let end = if i > at && text[i - 1] == b'\r' {
+                i - 1
+            } else {
+                i
+            };
             return Some(Record {
                 start: at,
                 end,
@@ -115,7 +119,10 @@ pub(super) fn detect(text: &str) -> Option<Table> {
             continue;
         }
         let fields = |r: &Record| split(&text[r.start..r.end], delimiter);
-        let empty_header = fields(header).iter().filter(|f| f.trim().is_empty()).count();
+        let empty_header = fields(header)
+            .iter()
+            .filter(|f| f.trim().is_empty())
+            .count();
         if empty_header * 2 >= columns {
             continue;
         }
@@ -204,7 +211,10 @@ pub(super) fn digest(text: &str, table: &Table, target: usize) -> String {
         count(rows, "row", "rows"),
         count(table.columns, "column", "columns"),
         if ragged > 0 {
-            format!("; {} with another column count", count(ragged, "row", "rows"))
+            format!(
+                "; {} with another column count",
+                count(ragged, "row", "rows")
+            )
         } else {
             String::new()
         }

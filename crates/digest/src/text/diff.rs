@@ -232,9 +232,18 @@ fn parse(text: &str) -> Diff<'_> {
                 Some("binary")
             } else if line.starts_with("old mode ") {
                 Some("mode changed")
-            } else if ["index ", "new mode ", "similarity index ", "dissimilarity index ", "rename from ", "copy from ", "literal ", "delta "]
-                .iter()
-                .any(|p| line.starts_with(p))
+            } else if [
+                "index ",
+                "new mode ",
+                "similarity index ",
+                "dissimilarity index ",
+                "rename from ",
+                "copy from ",
+                "literal ",
+                "delta ",
+            ]
+            .iter()
+            .any(|p| line.starts_with(p))
                 || f.notes.contains(&"binary")
             {
                 None
@@ -362,7 +371,11 @@ fn show_hunk(out: &mut Out, f: &File<'_>, limit: usize) -> bool {
         out.line(&format!(
             "[… {} more {} in this hunk{}]",
             f.first_hunk_lines - written,
-            if f.first_hunk_lines - written == 1 { "line" } else { "lines" },
+            if f.first_hunk_lines - written == 1 {
+                "line"
+            } else {
+                "lines"
+            },
             if f.hunks > 1 {
                 format!("; {} in this file", more_hunks(f.hunks - 1))
             } else {
@@ -378,4 +391,73 @@ fn show_hunk(out: &mut Out, f: &File<'_>, limit: usize) -> bool {
 /// `1 more hunk`, `3 more hunks`.
 fn more_hunks(n: usize) -> String {
     format!("{n} more {}", if n == 1 { "hunk" } else { "hunks" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(text: &str) -> Vec<(String, usize, usize, Vec<&'static str>)> {
+        parse(text)
+            .files
+            .into_iter()
+            .map(|f| (f.path, f.added, f.removed, f.notes))
+            .collect()
+    }
+
+    #[test]
+    fn git_headers_give_paths_and_notes() {
+        let text = "diff --git a/new.rs b/new.rs\nnew file mode 100644\nindex 0000000..1111111\n--- /dev/null\n+++ b/new.rs\n@@ -0,0 +1,2 @@\n+a\n+b\n\
+diff --git a/gone.rs b/gone.rs\ndeleted file mode 100644\n--- a/gone.rs\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n\
+diff --git a/old name.rs b/new name.rs\nsimilarity index 90%\nrename from old name.rs\nrename to new name.rs\n\
+diff --git a/logo.png b/logo.png\nBinary files a/logo.png and b/logo.png differ\n";
+        assert_eq!(
+            files(text),
+            [
+                ("new.rs".to_owned(), 2, 0, vec!["new"]),
+                ("gone.rs".to_owned(), 0, 1, vec!["deleted"]),
+                ("new name.rs".to_owned(), 0, 0, vec!["renamed"]),
+                ("logo.png".to_owned(), 0, 0, vec!["binary"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn hunk_counts_tell_a_removed_dashed_line_from_a_file_header() {
+        // The removed line `-- a SQL comment` reads `--- a SQL comment`, the
+        // added `++ kept` reads `+++ kept`: the hunk's counts say they are lines.
+        let text = "--- a/q.sql\t2026-12-01\n+++ b/q.sql\t2026-12-02\n@@ -1,2 +1,2 @@\n--- a SQL comment\n+++ kept\n select 1;\n--- a/r.sql\n+++ b/r.sql\n@@ -1 +1 @@\n-x\n+y\n";
+        assert_eq!(
+            files(text),
+            [
+                ("q.sql".to_owned(), 1, 1, vec![]),
+                ("r.sql".to_owned(), 1, 1, vec![]),
+            ]
+        );
+    }
+
+    #[test]
+    fn commit_headers_between_files_are_not_diff_lines() {
+        let mut text = String::new();
+        for c in 0..3 {
+            text.push_str(&format!(
+                "commit {c}abc\nAuthor: A <a@b>\nDate:   today\n\n    change {c}\n\n"
+            ));
+            text.push_str(&format!("diff --git a/f{c}.rs b/f{c}.rs\nindex 1..2 100644\n--- a/f{c}.rs\n+++ b/f{c}.rs\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n d\n"));
+        }
+        let diff = parse(&text);
+        assert_eq!(diff.files.len(), 3);
+        assert_eq!(diff.preamble.len(), 6);
+        assert!(digest(&text, 8000, 65536).is_some());
+    }
+
+    #[test]
+    fn prose_quoting_a_diff_is_not_a_diff() {
+        let snippet = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n";
+        let prose = format!(
+            "{snippet}{}",
+            "This paragraph explains the change at length.\n".repeat(200)
+        );
+        assert_eq!(digest(&prose, 8000, 65536), None);
+    }
 }

@@ -93,9 +93,9 @@ fn has_timestamp(line: &str) -> bool {
             && digits(&w[5..7])
             && w[7] == w[4]
             && digits(&w[8..10])
-    }) || b
-        .windows(8)
-        .any(|w| digits(&w[..2]) && w[2] == b':' && digits(&w[3..5]) && w[5] == b':' && digits(&w[6..8]))
+    }) || b.windows(8).any(|w| {
+        digits(&w[..2]) && w[2] == b':' && digits(&w[3..5]) && w[5] == b':' && digits(&w[6..8])
+    })
 }
 
 /// The level of a line: an upper-case level word near its start, or a
@@ -217,7 +217,10 @@ pub(super) fn digest(text: &str, target: usize) -> String {
     repeated.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.1.1.cmp(&b.1.1)));
     if !repeated.is_empty() {
         let section = (out.len() + target / 5).min(limit);
-        if out.line_within("most repeated (numbers and ids read as #), with the first of each:", section) {
+        if out.line_within(
+            "most repeated (numbers and ids read as #), with the first of each:",
+            section,
+        ) {
             for (_, (n, first)) in repeated.iter().take(TOP_SHAPES) {
                 let line = format!("×{n} {}", clip(all[*first], MAX_LINE));
                 if !out.line_within(&line, section) {
@@ -258,7 +261,8 @@ pub(super) fn digest(text: &str, target: usize) -> String {
     let mut tail = Vec::new();
     let mut used = 0;
     let mut j = all.len();
-    let tail_room = limit.saturating_sub(out.len() + 14 + head.iter().map(String::len).sum::<usize>() + 14);
+    let tail_room =
+        limit.saturating_sub(out.len() + 14 + head.iter().map(String::len).sum::<usize>() + 14);
     while j > head_end {
         let run = run_back(&shapes, j, head_end);
         let start = j - run;
@@ -322,11 +326,7 @@ fn render_run(all: &[&str], start: usize, run: usize) -> String {
     let mut block = clip(all[start], MAX_LINE);
     block.push('\n');
     if run > 1 {
-        let _ = writeln!(
-            block,
-            "[… ×{} more like the line above]",
-            run - 1
-        );
+        let _ = writeln!(block, "[… ×{} more like the line above]", run - 1);
     }
     block
 }

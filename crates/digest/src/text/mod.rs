@@ -16,10 +16,11 @@ use crate::route::{Method, Settings};
 /// The structural digest of a text payload, when it is a diff, a log, a
 /// CSV/TSV table or JSON Lines; `None` otherwise (prose).
 ///
-/// The digest aims at `settings.threshold` bytes and never exceeds it, except
-/// that a diff's file list is kept whole up to `settings.passthrough_max`
-/// bytes (past that, the files it cannot list are counted). JSON Lines are
-/// pruned as an array, more tightly until the digest fits.
+/// The digest aims at `settings.threshold` bytes (at least [`MIN_TARGET`])
+/// and never exceeds it, except that a diff's file list is kept whole up to
+/// `settings.passthrough_max` bytes (past that, the files it cannot list are
+/// counted), and JSON Lines are pruned as an array, more tightly until the
+/// digest fits under the threshold, else under `passthrough_max`.
 pub(crate) fn digest(payload: &str, settings: &Settings) -> Option<(String, Method)> {
     let target = settings.threshold.max(MIN_TARGET);
     let hard = settings.passthrough_max.max(target);
@@ -148,7 +149,8 @@ mod tests {
         let markdown = "# Title\n\nSome text, with a comma.\n\n- an item\n- another, item\n\n```rust\nfn main() {}\n```\n".repeat(200);
         let c_code = "int a = 1;\nint b = 2;\nreturn a + b;\n".repeat(400);
         let go_code = "package main\n\nfunc f() {\n\tif x {\n\t\treturn y\n\t}\n}\n".repeat(300);
-        let changelog = "## 2026-01-01\n\nFixed a bug where the thing broke.\nAdded a feature.\n\n".repeat(200);
+        let changelog =
+            "## 2026-01-01\n\nFixed a bug where the thing broke.\nAdded a feature.\n\n".repeat(200);
         let one_line = "word ".repeat(20_000);
         let numbers = "1\n2\n3\n".repeat(3000);
         let csv_mention = "The file has columns a,b,c and the rows follow.\nNothing else is a table here, nor a log.\n".repeat(200);
