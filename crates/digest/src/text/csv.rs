@@ -100,13 +100,15 @@ fn records(text: &[u8], delimiter: u8) -> impl Iterator<Item = Record> + '_ {
 /// semicolon) fewer than half of the fields after one starting with a space,
 /// as prose's do. The delimiter giving the most columns wins.
 pub(super) fn detect(text: &str) -> Option<Table> {
-    let bytes = text.as_bytes();
+    // Only the sample is read: a huge single line costs 4 MiB per delimiter.
+    let bytes = &text.as_bytes()[..text.floor_char_boundary(SAMPLE_BYTES)];
+    let cut = bytes.len() < text.len();
     let mut best: Option<Table> = None;
     for delimiter in [b'\t', b',', b';', b'|'] {
         let mut sample = Vec::new();
         for r in records(bytes, delimiter) {
-            // A record running past the sample (or to the end) may be cut.
-            if r.next > SAMPLE_BYTES || sample.len() == SAMPLE_RECORDS {
+            // A record running to the end of a cut sample may be cut.
+            if (cut && r.next == bytes.len()) || sample.len() == SAMPLE_RECORDS {
                 break;
             }
             sample.push(r);
