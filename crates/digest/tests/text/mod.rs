@@ -339,3 +339,43 @@ fn every_method_has_a_name_telemetry_counts() {
     assert_eq!(usage.digest_savings.structural_calls, 6);
     assert_eq!(usage.digest_savings.agentic_calls, 1);
 }
+
+/// Lines from every format, mixed with noise.
+fn mixed_line() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    prop_oneof![
+        "[ -~]{0,120}",
+        "[a-z,\"\t]{0,40}",
+        Just("diff --git a/x.rs b/x.rs".to_owned()),
+        Just("--- a/x.rs".to_owned()),
+        Just("+++ b/x.rs".to_owned()),
+        (0usize..5, 0usize..5).prop_map(|(a, b)| format!("@@ -1,{a} +1,{b} @@")),
+        "[+ -\\\\][ -~]{0,60}",
+        "2026-12-01 10:00:0[0-9] (INFO|WARN|ERROR|debug) [ -~]{0,60}",
+        "[0-9]{1,4},[a-z]{1,8},\"[a-z, ]{0,10}\"",
+        Just(r#"{"id":1,"level":"info"}"#.to_owned()),
+        "é{0,300}",
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// Whatever the mix, the router never panics and a text digest stays
+    /// within its bound.
+    #[test]
+    fn text_digests_stay_bounded_on_any_mix(lines in proptest::collection::vec(mixed_line(), 0..300), repeat in 1usize..20) {
+        let settings = Settings { threshold: 1500, passthrough_max: 4096, ..Settings::default() };
+        let text = lines.join("\n").repeat(repeat);
+        if let Some(d) = route(&text, &settings) {
+            let bound = match d.method {
+                Method::StructuralLog | Method::StructuralCsv => settings.threshold,
+                Method::StructuralDiff | Method::StructuralJsonl => settings.passthrough_max,
+                _ => usize::MAX,
+            };
+            proptest::prop_assert!(d.digest.len() <= bound, "{}: {} bytes", d.method, d.digest.len());
+            if d.method == Method::StructuralJsonl {
+                proptest::prop_assert!(serde_json::from_str::<Value>(&d.digest).is_ok() || d.digest.starts_with("[digest: JSON Lines"));
+            }
+        }
+    }
+}
