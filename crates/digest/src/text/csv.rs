@@ -243,8 +243,13 @@ pub(super) fn digest(text: &str, table: &Table, target: usize) -> String {
             n += 1;
         }
         shown.push_str(&format!(
-            " …[{} more]",
-            count(fields.len() - n, "column", "columns")
+            " …[{} more {}]",
+            fields.len() - n,
+            if fields.len() - n == 1 {
+                "column"
+            } else {
+                "columns"
+            }
         ));
         out.line(&shown);
     }
