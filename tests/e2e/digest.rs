@@ -344,9 +344,12 @@ fn the_llm_second_chance_summarizes_bills_and_stops_at_the_ceiling() {
         (savings["subagent_cost_usd"].as_f64().unwrap() - 0.001275).abs() < 1e-9,
         "{savings}"
     );
+    let counts = usage["digest_methods"]["counts"].as_object().unwrap();
+    assert_eq!(counts["llm_fallback"], 3, "{counts:?}");
     assert_eq!(
-        usage["digest_methods"]["counts"],
-        json!({"llm_fallback": 3})
+        counts.values().filter_map(Value::as_u64).sum::<u64>(),
+        3,
+        "{counts:?}"
     );
 
     // --mcp-agentic-wrap-model wins over agentic_wrap_model; a failing LLM
@@ -604,6 +607,15 @@ impl Drop for HttpServe {
     }
 }
 
+/// `zeros` with the given methods' values set.
+fn with_methods(zeros: &serde_json::Map<String, Value>, set: &[(&str, u64)]) -> Value {
+    let mut map = zeros.clone();
+    for (method, n) in set {
+        map.insert((*method).to_owned(), json!(n));
+    }
+    Value::Object(map)
+}
+
 /// The envelope a call through the gateway came back with, and its text's length.
 async fn envelope_of(
     client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
@@ -644,9 +656,16 @@ async fn the_sessions_api_reports_usage_and_context_after_real_calls() {
         .to_owned();
     let (status, usage) = serve.get(&format!("/sessions/{idle_id}/usage")).await;
     assert_eq!(status, 200, "{usage}");
+    // Every method is listed, at zero (the spec's shape).
+    let methods = [
+        "structural_json", "passthrough", "llm_fallback", "structural_diff",
+        "structural_log", "structural_csv", "structural_jsonl",
+    ];
+    let zero_methods: serde_json::Map<String, Value> =
+        methods.iter().map(|m| ((*m).to_owned(), json!(0))).collect();
     assert_eq!(
         usage,
-        json!({"session": idle_id, "digest_methods": {"counts": {}, "bytes_saved": {}}})
+        json!({"session": idle_id, "digest_methods": {"counts": zero_methods, "bytes_saved": zero_methods}})
     );
     let zeros = json!({
         "structural_calls": 0, "agentic_calls": 0, "parent_tokens_saved": 0,
@@ -679,8 +698,8 @@ async fn the_sessions_api_reports_usage_and_context_after_real_calls() {
     assert_eq!(
         usage,
         json!({"session": busy_id, "digest_methods": {
-            "counts": {"structural_json": 1, "llm_fallback": 1},
-            "bytes_saved": {"structural_json": saved_structural, "llm_fallback": saved_llm},
+            "counts": with_methods(&zero_methods, &[("structural_json", 1), ("llm_fallback", 1)]),
+            "bytes_saved": with_methods(&zero_methods, &[("structural_json", saved_structural), ("llm_fallback", saved_llm)]),
         }})
     );
     let (status, mut context) = serve.get(&format!("/sessions/{busy_id}/context")).await;
@@ -700,7 +719,7 @@ async fn the_sessions_api_reports_usage_and_context_after_real_calls() {
     assert_eq!(context["digest_savings"], want, "{context}");
     // The idle session's telemetry did not move.
     let (_, usage) = serve.get(&format!("/sessions/{idle_id}/usage")).await;
-    assert_eq!(usage["digest_methods"]["counts"], json!({}));
+    assert_eq!(usage["digest_methods"]["counts"], Value::Object(zero_methods));
     drop((idle, busy));
 }
 

@@ -29,6 +29,7 @@ mod real;
 mod recovery;
 mod survey;
 mod terminal;
+mod text_digest;
 mod third_party;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};

@@ -404,17 +404,21 @@ fn estimate(dir: &Path, group: &str, bench: &str, statistic: &str) -> Option<f64
 }
 
 /// Runs the digest benchmark and prints the digest's time as ratios of
-/// parsing the same bytes.
+/// parsing the same bytes, and the text digests' as ratios of reading the
+/// same text's lines.
 fn bench_digest() -> Result<()> {
     let mut cmd = cargo();
     cmd.args(["bench", "-p", "core-agent-digest", "--bench", "digest"]);
     run(cmd, "cargo bench")?;
     let dir = criterion_dir();
-    let mut groups: Vec<String> = std::fs::read_dir(&dir)
+    let groups: Vec<String> = std::fs::read_dir(&dir)
         .map_err(|e| format!("cannot read {}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
         .filter(|n| n.ends_with("mb"))
         .collect();
+    // `text_<format>_<n>mb`: the text digests, against reading the lines.
+    let (mut text, mut groups): (Vec<String>, Vec<String>) =
+        groups.into_iter().partition(|g| g.starts_with("text_"));
     groups.sort_by_key(|g| {
         (
             g.rsplit('_')
@@ -443,6 +447,30 @@ fn bench_digest() -> Result<()> {
             s / 1e6,
             d / v,
             d / s
+        );
+    }
+    text.sort_by_key(|g| {
+        (
+            g.rsplit('_')
+                .next()
+                .and_then(|s| s.trim_end_matches("mb").parse::<u32>().ok()),
+            g.clone(),
+        )
+    });
+    println!(
+        "\n{:<20} {:>12} {:>12} {:>14}",
+        "text input", "digest ms", "lines ms", "digest/lines"
+    );
+    for g in text {
+        let mean = |bench: &str| estimate(&dir, &g, bench, "mean");
+        let (Some(d), Some(l)) = (mean("digest"), mean("scan_lines")) else {
+            continue;
+        };
+        println!(
+            "{g:<20} {:>12.2} {:>12.2} {:>14.3}",
+            d / 1e6,
+            l / 1e6,
+            d / l
         );
     }
     Ok(())

@@ -1124,14 +1124,16 @@ fn usage(db: Option<&Path>, session: Option<&str>, json: bool) -> u8 {
         return 0;
     }
     outln!("session {session}");
-    for (method, count) in &usage.digest_methods.counts {
+    // The JSON lists every method (the spec's shape); the text only those used.
+    for (method, count) in usage.digest_methods.counts.iter().filter(|(_, n)| **n > 0) {
         let saved = usage
             .digest_methods
             .bytes_saved
             .get(method)
             .copied()
             .unwrap_or(0);
-        outln!("  {method:<16} {count} call(s), {saved} bytes saved");
+        let calls = if *count == 1 { "call" } else { "calls" };
+        outln!("  {method:<16} {count} {calls}, {saved} bytes saved");
     }
     let s = &usage.digest_savings;
     outln!(

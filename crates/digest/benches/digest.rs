@@ -3,13 +3,17 @@
 //! of long strings. Run with `cargo xtask bench digest`, which prints the
 //! ratios; the baselines are `serde_json::from_slice::<Value>` and a
 //! validating skip (`serde::de::IgnoredAny`).
+//!
+//! The text digests (`route` on a unified diff, a log, a CSV table and JSON
+//! Lines of 1 and 10 MB) are measured against reading the same text's lines
+//! once (`str::lines().count()`), and their sizes are printed.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::print_stdout)]
 
 use std::hint::black_box;
 use std::time::Duration;
 
-use core_agent_digest::{Limits, prune};
+use core_agent_digest::{Limits, Settings, prune, route};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use serde::de::IgnoredAny;
 
@@ -92,6 +96,80 @@ fn long_strings(size: usize) -> String {
     out
 }
 
+/// A `git diff` of about `size` bytes: files of a few hunks each.
+fn diff(size: usize) -> String {
+    let mut out = String::from("Diff with HEAD~30:\n");
+    let mut f = 0;
+    while out.len() < size {
+        out.push_str(&format!(
+            "diff --git a/src/m{m}/file_{f}.rs b/src/m{m}/file_{f}.rs\nindex 1111111..2222222 100644\n--- a/src/m{m}/file_{f}.rs\n+++ b/src/m{m}/file_{f}.rs\n",
+            m = f % 20
+        ));
+        for h in 0..4 {
+            out.push_str(&format!("@@ -{0},7 +{0},8 @@ fn f{h}() {{\n", h * 40 + 1));
+            out.push_str("     let a = compute(1);\n     let b = compute(2);\n     let c = compute(3);\n-    let d = old(4);\n+    let d = new(4);\n+    let e = new(5);\n     let f = compute(6);\n     let g = compute(7);\n     let h = compute(8);\n");
+        }
+        f += 1;
+    }
+    out
+}
+
+/// A service log of about `size` bytes, in four levels.
+fn log(size: usize) -> String {
+    let mut out = String::with_capacity(size + 128);
+    let mut i = 0usize;
+    while out.len() < size {
+        let t = format!(
+            "2026-12-01T10:{:02}:{:02}.{:03}Z",
+            i / 60 % 60,
+            i % 60,
+            i % 1000
+        );
+        let line = match i % 20 {
+            0..10 => format!("{t} INFO http: GET /api/items/{i} 200 {}ms\n", i % 90),
+            10..16 => format!("{t} DEBUG cache: hit key=user:{}\n", i % 997),
+            16..19 => format!("{t} WARN http: slow request took {}ms\n", 500 + i % 900),
+            _ => format!("{t} ERROR db: connection to 10.0.0.{} refused\n", i % 9),
+        };
+        out.push_str(&line);
+        i += 1;
+    }
+    out
+}
+
+/// A CSV table of about `size` bytes.
+fn csv(size: usize) -> String {
+    let mut out = String::from("order_id,customer,country,amount,status,note\n");
+    let mut i = 0usize;
+    while out.len() < size {
+        out.push_str(&format!(
+            "{i},customer-{},{},{}.{:02},paid,\"delivered, signed\"\n",
+            i % 977,
+            ["FR", "DE", "US", "JP"][i % 4],
+            i % 500,
+            i % 100
+        ));
+        i += 1;
+    }
+    out
+}
+
+/// JSON Lines of about `size` bytes.
+fn jsonl(size: usize) -> String {
+    let mut out = String::new();
+    let mut i = 0usize;
+    while out.len() < size {
+        out.push_str(&format!(
+            r#"{{"ts":"2026-12-01T10:00:{:02}Z","level":"info","msg":"request {i} handled","path":"/api/v1/items/{i}","latency_ms":{}}}"#,
+            i % 60,
+            i % 97
+        ));
+        out.push('\n');
+        i += 1;
+    }
+    out
+}
+
 /// Peak resident memory of this process so far, in bytes (Linux).
 fn peak_rss() -> usize {
     std::fs::read_to_string("/proc/self/status")
@@ -155,5 +233,39 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+fn bench_text(c: &mut Criterion) {
+    let settings = Settings::default();
+    for size in [MB, 10 * MB] {
+        for (name, text) in [
+            ("diff", diff(size)),
+            ("log", log(size)),
+            ("csv", csv(size)),
+            ("jsonl", jsonl(size)),
+        ] {
+            let d = route(&text, &settings).unwrap();
+            println!(
+                "text digest, {name} of {} bytes: {} ({} bytes, {:.0}× smaller)",
+                text.len(),
+                d.method,
+                d.digest.len(),
+                text.len() as f64 / d.digest.len() as f64
+            );
+            let mut group = c.benchmark_group(format!("text_{name}_{}mb", size / MB));
+            group
+                .sample_size(10)
+                .warm_up_time(Duration::from_millis(500))
+                .measurement_time(Duration::from_secs(3));
+            group.throughput(Throughput::Bytes(text.len() as u64));
+            group.bench_function(BenchmarkId::from_parameter("digest"), |b| {
+                b.iter(|| route(black_box(&text), &settings).unwrap())
+            });
+            group.bench_function(BenchmarkId::from_parameter("scan_lines"), |b| {
+                b.iter(|| black_box(&text).lines().count())
+            });
+            group.finish();
+        }
+    }
+}
+
+criterion_group!(benches, bench, bench_text);
 criterion_main!(benches);

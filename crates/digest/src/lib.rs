@@ -9,6 +9,7 @@ mod route;
 mod sqlite;
 mod store;
 mod telemetry;
+mod text;
 
 pub use error::{Error, Result};
 pub use fit::{fit, tighter};

@@ -1,6 +1,7 @@
 use std::fmt;
 
 use crate::prune::{Limits, prune_with_stats};
+use crate::text;
 
 /// How a result was shrunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -11,6 +12,14 @@ pub enum Method {
     Passthrough,
     /// Summarized by the LLM second chance.
     LlmFallback,
+    /// A unified diff: every file with its counts, then first hunks.
+    StructuralDiff,
+    /// A log: first and last lines, repeats collapsed, counts by level.
+    StructuralLog,
+    /// A CSV or TSV table: header, first and last rows, counts.
+    StructuralCsv,
+    /// JSON Lines, pruned as an array.
+    StructuralJsonl,
 }
 
 impl Method {
@@ -20,18 +29,33 @@ impl Method {
             Method::StructuralJson => "structural_json",
             Method::Passthrough => "passthrough",
             Method::LlmFallback => "llm_fallback",
+            Method::StructuralDiff => "structural_diff",
+            Method::StructuralLog => "structural_log",
+            Method::StructuralCsv => "structural_csv",
+            Method::StructuralJsonl => "structural_jsonl",
         }
     }
 
     /// The method called `name`.
     pub fn parse(name: &str) -> Option<Method> {
-        [
-            Method::StructuralJson,
-            Method::Passthrough,
-            Method::LlmFallback,
-        ]
-        .into_iter()
-        .find(|m| m.as_str() == name)
+        Method::ALL.into_iter().find(|m| m.as_str() == name)
+    }
+
+    /// Every method.
+    pub const ALL: [Method; 7] = [
+        Method::StructuralJson,
+        Method::Passthrough,
+        Method::LlmFallback,
+        Method::StructuralDiff,
+        Method::StructuralLog,
+        Method::StructuralCsv,
+        Method::StructuralJsonl,
+    ];
+
+    /// Whether the router shrank the payload by its structure (JSON or one
+    /// of the text formats), not by cutting it or summarizing it.
+    pub fn is_structural(self) -> bool {
+        !matches!(self, Method::Passthrough | Method::LlmFallback)
     }
 }
 
@@ -109,8 +133,10 @@ pub const PROSE_WRAPPER_STRINGS: usize = 4;
 
 /// Routes a payload: below the threshold, `None` (pass it untouched);
 /// JSON-shaped, the structural pruner (pruned again more tightly while the
-/// digest is over `passthrough_max` bytes); anything else (prose, malformed
-/// JSON), a passthrough cut at `passthrough_max` bytes with a marker.
+/// digest is over `passthrough_max` bytes); a unified diff, a log, a CSV/TSV
+/// table or JSON Lines, that format's structural digest (near the
+/// threshold, see [`Method`]); anything else (prose, malformed JSON), a
+/// passthrough cut at `passthrough_max` bytes with a marker.
 ///
 /// JSON whose mass is prose is passed through too, so the digest never keeps
 /// less of a text than the passthrough would: when the pruner had to cut at
@@ -123,9 +149,21 @@ pub fn route(payload: &str, settings: &Settings) -> Option<Digested> {
         return None;
     }
     let trimmed = payload.trim_start();
-    if (trimmed.starts_with('{') || trimmed.starts_with('['))
-        && let Ok((digest, stats)) = prune_with_stats(payload.as_bytes(), &settings.limits)
+    let json_shaped = trimmed.starts_with('{') || trimmed.starts_with('[');
+    let mut json = None;
+    if json_shaped {
+        json = prune_with_stats(payload.as_bytes(), &settings.limits).ok();
+    }
+    if json.is_none()
+        && let Some((digest, method)) = text::digest(payload, settings)
     {
+        return Some(Digested {
+            digest,
+            raw_bytes: payload.len(),
+            method,
+        });
+    }
+    if let Some((digest, stats)) = json {
         let prose_wrapper = (1..=PROSE_WRAPPER_STRINGS).contains(&stats.strings_cut)
             && stats.string_bytes_cut.saturating_mul(2) >= payload.len();
         if !prose_wrapper {

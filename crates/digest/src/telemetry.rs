@@ -61,15 +61,30 @@ impl DigestEvent {
     }
 }
 
-/// `digest_methods`: per-method call counts and cumulative bytes saved, for
-/// the methods seen only. Keyed by [`Method::as_str`], so a new method needs
-/// no change here.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `digest_methods`: per-method call counts and cumulative bytes saved, in
+/// the spec's shape: every method of [`Method::ALL`] is listed, at zero until
+/// it is used, so a reader can tell "never used" from "unknown". Keyed by
+/// [`Method::as_str`]; an event under a name this version does not know (a
+/// store written by a newer one) is counted under that name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DigestMethods {
     /// Calls per method.
     pub counts: BTreeMap<String, u64>,
     /// Bytes saved per method.
     pub bytes_saved: BTreeMap<String, u64>,
+}
+
+impl Default for DigestMethods {
+    fn default() -> DigestMethods {
+        let zeros: BTreeMap<String, u64> = Method::ALL
+            .iter()
+            .map(|m| (m.as_str().to_owned(), 0))
+            .collect();
+        DigestMethods {
+            counts: zeros.clone(),
+            bytes_saved: zeros,
+        }
+    }
 }
 
 /// `digest_savings`: the session-cumulative view.
@@ -151,18 +166,23 @@ impl Usage {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
     #[test]
-    fn only_the_methods_seen_are_listed_and_any_name_counts() {
+    fn every_method_is_listed_at_zero_and_any_name_counts() {
         let mut usage = Usage::default();
         let empty = serde_json::to_value(&usage).unwrap();
+        let zeros: serde_json::Map<String, Value> = Method::ALL
+            .iter()
+            .map(|m| (m.as_str().to_owned(), json!(0)))
+            .collect();
         assert_eq!(
             empty["digest_methods"],
-            json!({"counts": {}, "bytes_saved": {}})
+            json!({"counts": zeros, "bytes_saved": zeros})
         );
+        assert_eq!(zeros.len(), 7, "{zeros:?}");
         // Every savings field is there, at zero, before anything happened.
         let savings = empty["digest_savings"].as_object().unwrap();
         let fields: Vec<&str> = savings.keys().map(String::as_str).collect();
@@ -192,11 +212,19 @@ mod tests {
         future.method = "structural_diff".to_owned();
         usage.record(&future);
         let shown = serde_json::to_value(&usage).unwrap();
-        assert_eq!(
-            shown["digest_methods"],
-            json!({"counts": {"structural_json": 1, "structural_diff": 1},
-                   "bytes_saved": {"structural_json": 900, "structural_diff": 600}})
-        );
+        let methods = &shown["digest_methods"];
+        assert_eq!(methods["counts"]["structural_json"], 1);
+        assert_eq!(methods["counts"]["structural_diff"], 1);
+        assert_eq!(methods["counts"]["passthrough"], 0);
+        assert_eq!(methods["bytes_saved"]["structural_json"], 900);
+        assert_eq!(methods["bytes_saved"]["structural_diff"], 600);
+        assert_eq!(methods["bytes_saved"]["llm_fallback"], 0);
+        // A name this version does not know is counted under it.
+        let mut newer = DigestEvent::new(Method::Passthrough, 500, 100);
+        newer.method = "structural_yaml".to_owned();
+        usage.record(&newer);
+        assert_eq!(usage.digest_methods.counts["structural_yaml"], 1);
+        assert_eq!(usage.digest_methods.counts.len(), Method::ALL.len() + 1);
         assert_eq!(shown["digest_savings"]["structural_calls"], 2);
     }
 

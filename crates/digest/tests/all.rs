@@ -11,6 +11,8 @@ use core_agent_digest::{
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 
+mod text;
+
 fn json_value() -> impl Strategy<Value = Value> {
     let key = prop_oneof![
         Just("id".to_owned()),
@@ -430,7 +432,7 @@ fn golden_payloads() {
                     d.raw_bytes as f64 / d.digest.len() as f64,
                     d.method
                 ));
-                if d.method == Method::StructuralJson {
+                if matches!(d.method, Method::StructuralJson | Method::StructuralJsonl) {
                     let v: Value = serde_json::from_str(&d.digest).unwrap();
                     format!(
                         "method: {}\nraw_bytes: {}\n{}\n",

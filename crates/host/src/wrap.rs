@@ -100,11 +100,15 @@ impl DigestWrap {
 
     /// Whether the router's result goes to the LLM second chance: the LLM
     /// path is on, and the router did not get the payload structurally under
-    /// the threshold.
+    /// the threshold. A text digest (diff, log, table, JSON Lines) never
+    /// does: it is bounded already, and a summary would lose what it keeps
+    /// whole (a diff's every file).
     fn wants_second_chance(&self, digested: &Digested) -> bool {
         self.llm.is_some()
-            && !(digested.method == Method::StructuralJson
-                && digested.digest.len() < self.settings.threshold)
+            && match digested.method {
+                Method::StructuralJson => digested.digest.len() >= self.settings.threshold,
+                method => !method.is_structural(),
+            }
     }
 
     /// Reserves `worst` US dollars of the session's ceiling, or says why
