@@ -678,7 +678,7 @@ fn wait_and_verify_is_decided_where_it_stands_in_the_batch() {
         serde_json::from_str(lines[1]["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(
         report,
-        json!({"satisfied": true, "attempts": 1, "result": {"content": [{"type": "text", "text": "wrote after 1 ms"}], "isError": false}})
+        json!({"satisfied": true, "attempts": 1, "outcomes": [{"attempt": 1, "outcome": "met"}], "result": {"content": [{"type": "text", "text": "wrote after 1 ms"}], "isError": false}})
     );
 }
 
