@@ -757,6 +757,13 @@ impl Host {
     /// Everything the operator should hear about at startup, each line
     /// prefixed with its area: policy warnings (allowlist typos, left-out or
     /// renamed tools, cut tool lists) and permission patterns that match no tool.
+    ///
+    /// While servers are still starting, it says what is known so far: the
+    /// config's warnings and those of the servers that have started, but no
+    /// unmatched permission pattern (a late server may yet bring its tool).
+    /// The list is a function of the config and the current catalog, so a
+    /// caller that shows warnings as they come (after a rebuild) keeps the
+    /// ones it has shown and shows the new ones.
     pub fn warnings(&self) -> Vec<String> {
         let catalog = self.catalog();
         let mut out: Vec<String> = self
@@ -776,6 +783,9 @@ impl Host {
                 .flat_map(Server::warnings)
                 .map(|w| format!("mcp: {w}")),
         );
+        if !self.servers.all_started() {
+            return out;
+        }
         let tools: Vec<(&str, &str)> = catalog
             .entries()
             .iter()
