@@ -193,20 +193,27 @@ fn keys_other_tools_use_give_one_warning_per_server_and_the_server_works() {
         "fx": peer(fixture("ok"), json!({"autoApprove": [], "alwaysAllow": [], "description": ""})),
     }}));
     let warning = "ignored keys other tools use: autoApprove, alwaysAllow";
-    // A call that went well keeps quiet about it; `-v` says it once.
-    let run = p.run(&["call", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
+    // Even a call that went well says it, once; `-v` says it once too;
+    // `--quiet` silences it.
+    for flags in [&[][..], &["-v"][..]] {
+        let mut args = vec!["call"];
+        args.extend_from_slice(flags);
+        args.extend(["--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
+        let run = p.run(&args);
+        run.expect_code(0);
+        assert_eq!(run.stdout, "5\n");
+        assert_eq!(
+            lines_with(&run, "ignored keys"),
+            [format!(
+                "core-agent: config: ./.mcp.json: server `py`: {warning}"
+            )],
+            "{flags:?}"
+        );
+    }
+    let run = p.run(&["call", "--quiet", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
     run.expect_code(0);
     assert_eq!(run.stdout, "5\n");
     assert_eq!(run.stderr, "");
-    let run = p.run(&["call", "-v", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
-    run.expect_code(0);
-    assert_eq!(run.stdout, "5\n");
-    assert_eq!(
-        lines_with(&run, "ignored keys"),
-        [format!(
-            "core-agent: config: ./.mcp.json: server `py`: {warning}"
-        )]
-    );
 
     let run = p.run(&["mcp", "list", "--json"]);
     run.expect_code(0);

@@ -30,6 +30,7 @@ mod recovery;
 mod survey;
 mod terminal;
 mod third_party;
+mod warnings;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};
 use serde_json::{Value, json};
