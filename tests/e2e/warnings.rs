@@ -130,3 +130,100 @@ fn serve_over_http_lists_the_warnings_in_health_and_prints_them_once() {
         "{stderr}"
     );
 }
+
+/// `.agents/mcp.json` and `.mcp.json` both define `demo`: the second's
+/// entry and its `auggy` policy are dropped, and the run says so (on
+/// stderr once, in `config show`); a server only `.mcp.json` defines gets
+/// `read_only`, `tool_notes` and `agentic_never` from its `auggy` policy.
+#[test]
+fn a_server_in_both_project_files_warns_and_auggy_carries_the_core_settings() {
+    let p = Project::new(&json!({"version": 1, "servers": {"demo": demo_server()}}));
+    let mut fx = crate::fixture("ok");
+    fx.as_object_mut().unwrap().remove("transport");
+    let mut dropped = demo_server();
+    dropped.as_object_mut().unwrap().remove("transport");
+    p.write(
+        ".mcp.json",
+        &json!({
+            "mcpServers": {"demo": dropped, "fx": fx},
+            "auggy": {"servers": {
+                "demo": {"pin": "strict", "allowedTools": ["divide"]},
+                "fx": {"read_only": true, "agentic_never": true,
+                       "tool_notes": {"env": "Reads one variable."}},
+            }},
+        })
+        .to_string(),
+    );
+    let shadowed = |stderr: &str| -> Vec<String> {
+        stderr
+            .lines()
+            .filter(|l| l.contains("server `demo`: also defined in"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let run = p.run(&["call", "--yes", "demo_divide", r#"{"a": 1, "b": 4}"#]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "0.25\n");
+    let lines = shadowed(&run.stderr);
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    let line = &lines[0];
+    assert!(
+        line.starts_with("core-agent: config: ")
+            && line.contains(".agents/mcp.json: server `demo`: also defined in ")
+            && line.contains(".mcp.json, whose entry is dropped: its stdio command `")
+            && line.contains("and its auggy policy (allowedTools, pin) are not used"),
+        "{line}"
+    );
+    // The dropped allowlist is not applied: every demo tool is there.
+    let run = p.run(&["tools", "--json"]);
+    run.expect_code(0);
+    let tools = run.json();
+    let tool = |name: &str| {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} in {tools:#}"))
+    };
+    tool("demo_add_note");
+    // fx's policy: the note, and its unannotated `env` is read-only.
+    let env = tool("fx_env");
+    assert!(
+        env["description"]
+            .as_str()
+            .unwrap()
+            .ends_with("\n\nReads one variable."),
+        "{env}"
+    );
+    assert_eq!(env["read_only"], true, "{env}");
+
+    let run = p.run(&["config", "show"]);
+    run.expect_code(0);
+    let text = line.trim_start_matches("core-agent: config: ");
+    assert!(
+        run.stdout.contains(&format!("warning: {text}\n")),
+        "{}",
+        run.stdout
+    );
+    let run = p.run(&["config", "show", "--json"]);
+    run.expect_code(0);
+    let report = run.json();
+    let fx = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "fx")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&fx["read_only"], &fx["agentic_never"], &fx["tool_notes"]),
+        (
+            &json!(true),
+            &json!(true),
+            &json!({"env": "Reads one variable."})
+        ),
+        "{fx}"
+    );
+}

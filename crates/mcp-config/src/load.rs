@@ -477,8 +477,9 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
         let base = format!("/{servers_key}/{}", escape_pointer(name));
         let policy = policies.get(name).unwrap_or(&Value::Null);
         if let Some(keys) = policy.as_object() {
-            file.policies
-                .insert(name.clone(), keys.keys().cloned().collect());
+            let mut keys: Vec<String> = keys.keys().cloned().collect();
+            keys.sort();
+            file.policies.insert(name.clone(), keys);
         }
         if dialect == Dialect::McpServers
             && let Some(reason) = left_out_reason(value)
