@@ -39,7 +39,13 @@ fn a_successful_quiet_call_prints_a_catalog_warning_once_and_quiet_silences_it()
     assert_eq!(run.stdout, "0.25\n");
     let lines = notes_warnings(&run.stderr);
     assert_eq!(lines.len(), 1, "{}", run.stderr);
-    assert!(lines[0].ends_with("does not expose: nosuch; it exposes: add_note, divide, list_inventory, lookup_item"), "{}", lines[0]);
+    assert!(
+        lines[0].ends_with(
+            "does not expose: nosuch; it exposes: add_note, divide, list_inventory, lookup_item"
+        ),
+        "{}",
+        lines[0]
+    );
 
     let run = p.run(&["call", "-q", "--yes", "demo_divide", r#"{"a": 1, "b": 4}"#]);
     run.expect_code(0);
@@ -71,10 +77,13 @@ fn health(addr: &str) -> Value {
 fn serve_over_http_lists_the_warnings_in_health_and_prints_them_once() {
     let p = noted_project();
     let mut cmd = p.command(&["serve", "--http", "127.0.0.1:0"]);
-    cmd.env("CORE_AGENT_GATEWAY_TOKEN", "e2e-gateway-token-0123456789abcdef")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    cmd.env(
+        "CORE_AGENT_GATEWAY_TOKEN",
+        "e2e-gateway-token-0123456789abcdef",
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .process_group(0);
     let mut child = cmd.spawn().unwrap();
     let pgid = Pid::from_raw(child.id() as i32);
     let (lines, heard) = std::sync::mpsc::channel::<String>();

@@ -246,10 +246,7 @@ fn merge(config: &mut Config, files: Vec<FileConfig>) {
                     describe_entry(&server.spec.transport),
                 ));
             } else {
-                named.insert(
-                    server.name.clone(),
-                    (server.source.clone(), server.scope),
-                );
+                named.insert(server.name.clone(), (server.source.clone(), server.scope));
                 config.servers.push(server);
             }
         }
@@ -954,7 +951,9 @@ mod tests {
         let warnings: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
         assert_eq!(
             warnings,
-            [".agents/mcp.json: server `x`: also defined in .mcp.json, whose entry is dropped: its entry (left out there: unsupported-transport) is not used, because .agents/mcp.json comes first; define `x` in one file only"]
+            [
+                ".agents/mcp.json: server `x`: also defined in .mcp.json, whose entry is dropped: its entry (left out there: unsupported-transport) is not used, because .agents/mcp.json comes first; define `x` in one file only"
+            ]
         );
     }
 
@@ -981,11 +980,20 @@ mod tests {
         ]);
         let x = config.server("x").unwrap();
         assert_eq!(x.source, Path::new(".agents/mcp.json"));
-        assert_eq!(x.spec.pin, PinMode::Warn, "the dropped policy is not applied");
+        assert_eq!(
+            x.spec.pin,
+            PinMode::Warn,
+            "the dropped policy is not applied"
+        );
         assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
         let w = &config.warnings[0];
         assert_eq!(
-            (w.kind, w.kind.as_str(), w.server.as_deref(), w.file.as_path()),
+            (
+                w.kind,
+                w.kind.as_str(),
+                w.server.as_deref(),
+                w.file.as_path()
+            ),
             (
                 ConfigWarningKind::Shadowed,
                 "shadowed",
@@ -1021,7 +1029,10 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("read_only"), "{err}");
-        assert!(err.contains("tool_note") && err.contains("tool_notes"), "{err}");
+        assert!(
+            err.contains("tool_note") && err.contains("tool_notes"),
+            "{err}"
+        );
     }
 
     #[test]
