@@ -216,6 +216,28 @@ fn a_server_in_both_project_files_warns_and_auggy_carries_the_core_settings() {
         "{}",
         run.stdout
     );
+    // doctor has it as a finding, with what to do.
+    let run = p.run(&["mcp", "doctor", "--json"]);
+    let doctor = run.json();
+    let finding = doctor["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["check"] == "shadowed")
+        .cloned()
+        .unwrap_or_else(|| panic!("{doctor:#}"));
+    assert_eq!(
+        (&finding["severity"], &finding["server"]),
+        (&json!("warning"), &json!("demo")),
+        "{finding}"
+    );
+    assert!(
+        finding["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("keep the server in one file"),
+        "{finding}"
+    );
     let run = p.run(&["config", "show", "--json"]);
     run.expect_code(0);
     let report = run.json();
