@@ -420,3 +420,27 @@ async fn send_warnings(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(deprecated)] // MCP logging (SEP-2577)
+    fn a_client_hears_warnings_unless_its_level_is_above_warning() {
+        let heard: Vec<bool> = [
+            LoggingLevel::Debug,
+            LoggingLevel::Info,
+            LoggingLevel::Notice,
+            LoggingLevel::Warning,
+            LoggingLevel::Error,
+            LoggingLevel::Critical,
+            LoggingLevel::Alert,
+            LoggingLevel::Emergency,
+        ]
+        .into_iter()
+        .map(warning_passes)
+        .collect();
+        assert_eq!(heard, [true, true, true, true, false, false, false, false]);
+    }
+}
