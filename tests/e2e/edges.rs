@@ -193,20 +193,27 @@ fn keys_other_tools_use_give_one_warning_per_server_and_the_server_works() {
         "fx": peer(fixture("ok"), json!({"autoApprove": [], "alwaysAllow": [], "description": ""})),
     }}));
     let warning = "ignored keys other tools use: autoApprove, alwaysAllow";
-    // A call that went well keeps quiet about it; `-v` says it once.
-    let run = p.run(&["call", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
+    // Even a call that went well says it, once; `-v` says it once too;
+    // `--quiet` silences it.
+    for flags in [&[][..], &["-v"][..]] {
+        let mut args = vec!["call"];
+        args.extend_from_slice(flags);
+        args.extend(["--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
+        let run = p.run(&args);
+        run.expect_code(0);
+        assert_eq!(run.stdout, "5\n");
+        assert_eq!(
+            lines_with(&run, "ignored keys"),
+            [format!(
+                "core-agent: config: ./.mcp.json: server `py`: {warning}"
+            )],
+            "{flags:?}"
+        );
+    }
+    let run = p.run(&["call", "--quiet", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
     run.expect_code(0);
     assert_eq!(run.stdout, "5\n");
     assert_eq!(run.stderr, "");
-    let run = p.run(&["call", "-v", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
-    run.expect_code(0);
-    assert_eq!(run.stdout, "5\n");
-    assert_eq!(
-        lines_with(&run, "ignored keys"),
-        [format!(
-            "core-agent: config: ./.mcp.json: server `py`: {warning}"
-        )]
-    );
 
     let run = p.run(&["mcp", "list", "--json"]);
     run.expect_code(0);
@@ -678,7 +685,7 @@ fn wait_and_verify_is_decided_where_it_stands_in_the_batch() {
         serde_json::from_str(lines[1]["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(
         report,
-        json!({"satisfied": true, "attempts": 1, "result": {"content": [{"type": "text", "text": "wrote after 1 ms"}], "isError": false}})
+        json!({"satisfied": true, "attempts": 1, "outcomes": [{"attempt": 1, "outcome": "met"}], "result": {"content": [{"type": "text", "text": "wrote after 1 ms"}], "isError": false}})
     );
 }
 

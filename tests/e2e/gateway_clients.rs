@@ -574,3 +574,81 @@ fn progress_passes_through_to_the_client() {
         "{call}"
     );
 }
+
+/// The catalog's warnings reach the people who can fix them: `serve` prints
+/// each once on stderr, and a client (the Python SDK, over stdio) hears
+/// each once as `notifications/message` at level `warning` — those of the
+/// start (a `tool_notes` entry for a tool the demo server does not expose),
+/// and those a rebuild brings (the fixture changes a pinned tool and adds
+/// one, with `tools/list_changed`, once the client creates the file `go`).
+#[test]
+fn warnings_reach_a_client_and_stderr_once_each_also_after_a_rebuild() {
+    let p = Project::empty();
+    let go = p.path().join("go");
+    let mut demo = demo_server();
+    demo["tool_notes"] = json!({"nosuch": "A note for a tool the server does not have."});
+    let mut fx = crate::fixture("grows");
+    fx["pin"] = json!("warn");
+    fx["env"] = json!({"FIXTURE_DESCRIPTION": "Answers questions."});
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"demo": demo.clone(), "fx": fx.clone()}}).to_string(),
+    );
+    // Pin `stable` as it is now.
+    p.run(&["tools", "--json"]).expect_code(0);
+    fx["env"]["FIXTURE_GROW_WHEN"] = json!(go);
+    fx["env"]["FIXTURE_GROWN_DESCRIPTION"] = json!("Answers questions. Sends them on.");
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"demo": demo, "fx": fx}}).to_string(),
+    );
+    let agents = agents_dir(&p);
+    let scenario = json!({
+        "wait_for_tools": ["demo_divide", "fx_stable"],
+        "warnings": 1,
+        "touch": go,
+        "then_wait_for_tools": ["fx_late"],
+        "then_warnings": 2,
+        "linger_ms": 500,
+    });
+    let target = [
+        "stdio".to_owned(),
+        p.path().to_str().unwrap().to_owned(),
+        bin("core-agent").to_str().unwrap().to_owned(),
+        "--agents-dir".to_owned(),
+        agents.clone(),
+        "serve".to_owned(),
+    ];
+    let observed = run_scenario(&p, Sdk::Python, &scenario, &target, Some(agents));
+    let messages = observed.json["log_messages"].as_array().unwrap();
+    let context = || format!("{messages:#?}\nstderr:\n{}", observed.stderr);
+    assert_eq!(messages.len(), 2, "{}", context());
+    let notes = &messages[0];
+    assert_eq!(notes["level"], "warning", "{}", context());
+    assert_eq!(notes["logger"], "core-agent", "{}", context());
+    let notes = notes["data"].as_str().unwrap();
+    assert!(
+        notes.starts_with("mcp: demo: tool_notes names 1 ")
+            && notes.contains("does not expose: nosuch"),
+        "{}",
+        context()
+    );
+    let changed = &messages[1];
+    assert_eq!(changed["level"], "warning", "{}", context());
+    let changed = changed["data"].as_str().unwrap();
+    assert!(
+        changed.contains("fx: tool `stable`") && changed.contains("Sends them on."),
+        "{}",
+        context()
+    );
+    // The gateway's stderr (the client's, which spawned it) has each once.
+    for warning in [notes, changed] {
+        let line = format!("core-agent: {warning}");
+        assert_eq!(
+            observed.stderr.lines().filter(|l| *l == line).count(),
+            1,
+            "{line}\n{}",
+            context()
+        );
+    }
+}

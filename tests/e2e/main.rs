@@ -31,6 +31,7 @@ mod survey;
 mod terminal;
 mod text_digest;
 mod third_party;
+mod warnings;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};
 use serde_json::{Value, json};

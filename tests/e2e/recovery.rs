@@ -279,6 +279,104 @@ fn in_a_batch_a_crashed_server_comes_back_and_the_next_call_succeeds() {
     );
 }
 
+/// A project with the fixture in `mode` (`restarts` or `restarts-dies`) as
+/// server `t`, recording its pids, and a batch file: `t_restart`, then a
+/// poll of the read-only `t_get_status` until its `/status` is `up`.
+fn restarts_batch(mode: &str, max_attempts: u32) -> (Project, std::path::PathBuf) {
+    let p = Project::empty();
+    let pids = p.path().join("pids");
+    let mut t = fixture(mode);
+    t["env"] = json!({"FIXTURE_PID_FILE": pids});
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"t": t}}).to_string(),
+    );
+    let batch = [
+        json!({"name": "t_restart", "arguments": {}}),
+        json!({"name": "wait_and_verify", "arguments": {
+            "tool": "t_get_status",
+            "until": {"pointer": "/status", "equals": "up"},
+            "max_attempts": max_attempts,
+            "interval_ms": 200
+        }}),
+    ]
+    .map(|l| l.to_string())
+    .join("\n");
+    p.write("batch.jsonl", &batch);
+    (p, pids)
+}
+
+/// The report of the batch's `wait_and_verify` line, whose `ok` is `ok`
+/// (a poll that ends unsatisfied is a tool error, not a call error).
+fn poll_report(stdout: &str, ok: bool) -> Value {
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert_eq!(lines[0]["ok"], true, "{stdout}");
+    assert_eq!(lines[1]["ok"], ok, "{stdout}");
+    let text = lines[1]["result"]["content"][0]["text"].as_str().unwrap();
+    serde_json::from_str(text).unwrap()
+}
+
+#[test]
+fn in_a_batch_wait_and_verify_rides_out_its_servers_restart() {
+    let (p, pids) = restarts_batch("restarts", 10);
+    let mut cmd = p.command(&["call", "--yes", "--batch", "batch.jsonl"]);
+    cmd.env("CORE_AGENT_RESTART_DELAY_MS", "20");
+    let run = p.run_with(cmd);
+    run.expect_code(0);
+    let report = poll_report(&run.stdout, true);
+    assert_eq!(report["satisfied"], true, "{report}");
+    let outcomes = report["outcomes"].as_array().unwrap();
+    // The first attempt was in flight when the server exited: an unmet
+    // attempt, reported, not the end of the poll.
+    assert_eq!(outcomes[0]["outcome"], "failed", "{report}");
+    assert_eq!(
+        outcomes[0]["error"],
+        "server `t` exited with status 3 during the call to `get_status` (restarting it in 20 ms); its stderr ended with:\n    fixture: restarting on purpose"
+    );
+    assert_eq!(outcomes.last().unwrap()["outcome"], "met", "{report}");
+    assert_eq!(report["attempts"], outcomes.len(), "{report}");
+    // It was answered by the new process.
+    let answer: Value =
+        serde_json::from_str(report["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let started = recorded_pids(&pids);
+    assert_eq!(started.len(), 2, "{started:?}");
+    assert_eq!(answer["pid"], started[1]);
+}
+
+#[test]
+fn in_a_batch_wait_and_verify_ends_when_its_server_is_down() {
+    // Every process exits 300 ms after it starts: after 5 restarts the
+    // server stays down, and the poll stops there with the reason.
+    let (p, pids) = restarts_batch("restarts-dies", 60);
+    let mut cmd = p.command(&["call", "--yes", "--batch", "batch.jsonl"]);
+    cmd.env("CORE_AGENT_RESTART_DELAY_MS", "20");
+    let run = p.run_with(cmd);
+    run.expect_code(1);
+    let report = poll_report(&run.stdout, false);
+    assert!(report["result"].is_null(), "{report}");
+    assert_eq!(report["satisfied"], false, "{report}");
+    let stopped = report["stopped"].as_str().unwrap();
+    assert!(
+        stopped.starts_with("server `t` is down: it exited with status 3")
+            && stopped.contains("it was restarted 5 times within 10 min, so it stays down"),
+        "{report}"
+    );
+    let outcomes = report["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.last().unwrap()["outcome"], "down", "{report}");
+    assert!(outcomes.len() < 60, "the poll stopped early: {report}");
+    assert!(
+        outcomes[..outcomes.len() - 1]
+            .iter()
+            .all(|o| o["outcome"] == "failed"),
+        "{report}"
+    );
+    assert_eq!(recorded_pids(&pids).len(), 6);
+}
+
 /// A streamable HTTP server that forgets its sessions (it was restarted)
 /// answers 404 to the old session id; the session is initialized again and
 /// the call goes through, for the gateway's client as if nothing happened.

@@ -30,6 +30,7 @@ mod elicit_form;
 mod login;
 mod serve;
 mod term;
+mod warnings;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -103,10 +104,14 @@ struct Global {
     /// starts only when the ceiling covers its worst case.
     #[arg(long, global = true, value_name = "USD")]
     cost_ceiling: Option<f64>,
-    /// Say more: `call` reports every server's start and the catalog's
-    /// warnings even when nothing failed.
+    /// Say more: `call` reports every server's start even when nothing failed.
     #[arg(short, long, global = true)]
     verbose: bool,
+    /// Do not print the config's and catalog's warnings (each is otherwise
+    /// printed once on stderr, whatever the command); `doctor`, `mcp list
+    /// --json` and `config show` still list them.
+    #[arg(short, long, global = true)]
+    quiet: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -659,6 +664,7 @@ async fn run(cli: Cli) -> u8 {
         options.start.browser = Some(Arc::new(login::SystemBrowser::interactive()));
     }
     let env = config.dotenv.over_process();
+    let warned = Arc::new(warnings::WarningLog::new(cli.global.quiet));
     // Signals are caught from before the first server is spawned until the
     // last one is stopped: an interrupt while starting drops the start, and
     // dropping a starting server kills its process group.
@@ -697,6 +703,7 @@ async fn run(cli: Cli) -> u8 {
             allow_hosts: allow_host.clone(),
             level: cli.global.trust_level.level(),
             drain: call_timeout.unwrap_or(Duration::from_secs(30)),
+            warned: warned.clone(),
         };
         let code = serve::serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
         host.shutdown().await;
@@ -743,9 +750,10 @@ async fn run(cli: Cli) -> u8 {
             }
         }
     };
-    if !calling {
-        print_warnings(&host);
-    }
+    // Every run says each warning once: listings now that every server has
+    // started; a call what is known before it runs (the config's), then,
+    // after it, what its servers' catalog brought.
+    warned.print_new(&host);
     let session = host.session(session);
     let code = tokio::select! {
         code = execute(&session, &cli.command, calls, &screen) => code,
@@ -757,11 +765,7 @@ async fn run(cli: Cli) -> u8 {
         }
     };
     startup.finish();
-    // The catalog's warnings are always in `mcp list` and doctor; a call
-    // repeats them only when something went wrong, or with --verbose.
-    if calling && (verbose || code != 0 || startup.failed()) {
-        print_warnings(&host);
-    }
+    warned.print_new(&host);
     // Further signals are caught (and ignored) until every server is stopped.
     host.shutdown().await;
     code
@@ -1582,18 +1586,6 @@ fn describe_block(block: &ContentBlock) -> String {
             format!("[{kind}: {detail}]")
         }
         _ => "[content]".to_owned(),
-    }
-}
-
-/// The startup warnings, of the servers that have started.
-fn print_warnings(host: &Host) {
-    // Until every server has started, the catalog is not whole: a pattern
-    // would be reported as matching nothing only because its server is late.
-    if !host.all_started() {
-        return;
-    }
-    for warning in host.warnings() {
-        eprintln!("core-agent: {}", clean(&warning));
     }
 }
 

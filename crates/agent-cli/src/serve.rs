@@ -23,6 +23,8 @@ pub(crate) struct ServeArgs {
     pub(crate) allow_hosts: Vec<String>,
     pub(crate) level: TrustLevel,
     pub(crate) drain: Duration,
+    /// Where the catalog's warnings are printed, once each, as they come.
+    pub(crate) warned: Arc<crate::warnings::WarningLog>,
 }
 
 /// Runs the gateway until the client closes stdin (stdio) or a signal
@@ -34,6 +36,10 @@ pub(crate) async fn serve(
     tokens: &[GatewayToken],
     stop: &mut StopSignals,
 ) -> u8 {
+    // The warnings once every server has started, and the new ones after
+    // each rebuild of the catalog (clients hear them from the gateway).
+    let following = args.warned.clone().follow(host.clone());
+    let _stop_following = AbortOnDrop(following);
     let gateway = Gateway::new(host, options);
     let Some(addr) = args.http else {
         eprintln!(
@@ -99,6 +105,15 @@ pub(crate) async fn serve(
         eprintln!("core-agent: serve: {e}");
     }
     code
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Who may connect: nobody checked (`--no-auth`, loopback only), else the

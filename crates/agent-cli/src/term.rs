@@ -12,7 +12,6 @@
 //!   by field (dialoguer), and the gate's asks, on stderr and stdin.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -131,7 +130,6 @@ pub(crate) struct Startup {
     /// Print servers that started (not only those that failed).
     show_ready: bool,
     bars: Mutex<HashMap<String, ProgressBar>>,
-    failed: AtomicBool,
 }
 
 impl Startup {
@@ -156,16 +154,12 @@ impl Startup {
             screen,
             show_ready,
             bars: Mutex::new(bars),
-            failed: AtomicBool::new(false),
         }
     }
 
     /// Hears that `server`'s start ended.
     pub(crate) fn ready(&self, server: &Server, summary: Option<&ServerSummary>) {
         let (line, ok) = ready_line(server, summary);
-        if !ok {
-            self.failed.store(true, Ordering::SeqCst);
-        }
         let show = !ok || self.show_ready;
         let bar = self
             .bars
@@ -181,11 +175,6 @@ impl Startup {
             None if show => self.screen.say(&line),
             None => {}
         }
-    }
-
-    /// Whether a server failed to start.
-    pub(crate) fn failed(&self) -> bool {
-        self.failed.load(Ordering::SeqCst)
     }
 
     /// Clears the lines of servers still starting (they are stopped at exit).

@@ -276,7 +276,8 @@ fn problem(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({"error": message}))).into_response()
 }
 
-/// `GET /health`: open to all; whether the gateway runs and each server's state.
+/// `GET /health`: open to all; whether the gateway runs, each server's
+/// state, and the config's and catalog's warnings.
 async fn health(State(state): State<Arc<HttpState>>) -> Response {
     let host = &state.gateway.inner.host;
     let servers: Vec<_> = host
@@ -290,6 +291,7 @@ async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "servers": servers,
         "starting": starting,
         "calls_in_flight": state.gateway.inner.registry.in_flight(),
+        "warnings": host.warnings(),
     }))
     .into_response()
 }

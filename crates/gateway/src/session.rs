@@ -1,6 +1,7 @@
 //! One MCP client session: an rmcp `ServerHandler` whose `tools/list` is the
 //! caller's catalog and whose `tools/call` runs through its host `Session`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use core_agent_host::{Error as HostError, Session, SessionOptions, ToolReport};
@@ -10,6 +11,8 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResultType,
     ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
+#[allow(deprecated)] // MCP logging (SEP-2577), which clients still read
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
@@ -32,8 +35,12 @@ pub(crate) struct McpSession {
     /// watcher: that runs as a task of its own, after the client may have
     /// listed, and a change in between would never be told.
     changes: Mutex<Option<tokio::sync::watch::Receiver<u64>>>,
-    /// Forwards `tools/list_changed` to the client while the session lives.
-    watcher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Forward `tools/list_changed` and the host's warnings to the client
+    /// while the session lives.
+    watchers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Whether the client wants `warning` log messages: yes until its
+    /// `logging/setLevel` asks for a level above it.
+    warnings_wanted: Arc<AtomicBool>,
 }
 
 struct Live {
@@ -60,7 +67,8 @@ impl McpSession {
             fixed,
             live: OnceLock::new(),
             changes: Mutex::new(Some(changes)),
-            watcher: Mutex::new(None),
+            watchers: Mutex::new(Vec::new()),
+            warnings_wanted: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -132,10 +140,10 @@ impl McpSession {
 
 impl Drop for McpSession {
     fn drop(&mut self) {
-        if let Ok(mut watcher) = self.watcher.lock()
-            && let Some(task) = watcher.take()
-        {
-            task.abort();
+        if let Ok(mut watchers) = self.watchers.lock() {
+            for task in watchers.drain(..) {
+                task.abort();
+            }
         }
         if let Some(live) = self.live.get() {
             self.gateway.inner.registry.close(&live.record);
@@ -203,11 +211,13 @@ fn complete(mut result: CallToolResult) -> CallToolResponse {
 }
 
 impl ServerHandler for McpSession {
+    #[allow(deprecated)] // `logging`: MCP logging (SEP-2577), which clients still read
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_logging()
                 .build(),
         )
         .with_server_info(Implementation::new("core-agent", env!("CARGO_PKG_VERSION")))
@@ -343,10 +353,95 @@ impl ServerHandler for McpSession {
                 }
             }
         });
-        if let Ok(mut watcher) = self.watcher.lock()
-            && let Some(old) = watcher.replace(task)
-        {
-            old.abort();
+        let warner = tokio::spawn(send_warnings(
+            self.gateway.inner.host.clone(),
+            cx.peer.clone(),
+            self.warnings_wanted.clone(),
+        ));
+        if let Ok(mut watchers) = self.watchers.lock() {
+            for old in watchers.drain(..) {
+                old.abort();
+            }
+            watchers.push(task);
+            watchers.push(warner);
         }
+    }
+
+    #[allow(deprecated)] // MCP logging (SEP-2577), which clients still read
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.warnings_wanted
+            .store(warning_passes(request.level), Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Whether a client whose log level is `level` hears a warning.
+#[allow(deprecated)] // MCP logging (SEP-2577)
+fn warning_passes(level: LoggingLevel) -> bool {
+    matches!(
+        level,
+        LoggingLevel::Debug | LoggingLevel::Info | LoggingLevel::Notice | LoggingLevel::Warning
+    )
+}
+
+/// Sends the host's warnings to a client as `notifications/message` at
+/// level `warning`, each once: those known when every server has started,
+/// then the new ones after each rebuild of the catalog. Ends when the client
+/// goes away or the host stops.
+#[allow(deprecated)] // MCP logging (SEP-2577), which clients still read
+async fn send_warnings(
+    host: Arc<core_agent_host::Host>,
+    peer: rmcp::Peer<RoleServer>,
+    wanted: Arc<AtomicBool>,
+) {
+    let mut changes = host.subscribe();
+    changes.borrow_and_update();
+    host.wait_all().await;
+    let mut sent = std::collections::HashSet::new();
+    loop {
+        for warning in host.warnings() {
+            if !sent.insert(warning.clone()) || !wanted.load(Ordering::SeqCst) {
+                continue;
+            }
+            let mut note = LoggingMessageNotificationParam::new(
+                LoggingLevel::Warning,
+                serde_json::Value::String(warning),
+            );
+            note.logger = Some("core-agent".to_owned());
+            if peer.notify_logging_message(note).await.is_err() {
+                return;
+            }
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(deprecated)] // MCP logging (SEP-2577)
+    fn a_client_hears_warnings_unless_its_level_is_above_warning() {
+        let heard: Vec<bool> = [
+            LoggingLevel::Debug,
+            LoggingLevel::Info,
+            LoggingLevel::Notice,
+            LoggingLevel::Warning,
+            LoggingLevel::Error,
+            LoggingLevel::Critical,
+            LoggingLevel::Alert,
+            LoggingLevel::Emergency,
+        ]
+        .into_iter()
+        .map(warning_passes)
+        .collect();
+        assert_eq!(heard, [true, true, true, true, false, false, false, false]);
     }
 }

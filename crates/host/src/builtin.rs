@@ -150,7 +150,7 @@ pub(crate) fn report(tool: &HostTool) -> ToolReport {
             }, "required": ["call_id"]}),
         ),
         _ => (
-            "Call a tool repeatedly until a condition on its result holds, then report the attempts. `until` is {\"pointer\": \"/status\", \"equals\": \"ok\"} (a JSON pointer into the result's structured content or its JSON text) or {\"contains\": \"text\"}. Only read-only tools, or those listed in tools.wait_and_verify.poll_allow, can be polled.",
+            "Call a tool repeatedly until a condition on its result holds, then report the attempts. `until` is {\"pointer\": \"/status\", \"equals\": \"ok\"} (a JSON pointer into the result's structured content or its JSON text) or {\"contains\": \"text\"}. An attempt whose server crashed, is restarting or timed out counts as unmet and polling goes on; a server that is down ends the poll. The report lists each attempt's outcome. Only read-only tools, or those listed in tools.wait_and_verify.poll_allow, can be polled.",
             json!({"type": "object", "properties": {
                 "tool": {"type": "string", "description": "The namespaced tool to poll."},
                 "arguments": {"type": "object", "description": "Its arguments."},

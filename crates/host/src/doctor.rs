@@ -114,6 +114,9 @@ pub async fn doctor(
                         core_agent_mcp_config::ConfigWarningKind::TimeoutUnits => {
                             "write the timeout in seconds (up to 3600), or set `limits.call_timeout_ms` in the server's auggy policy to say milliseconds".to_owned()
                         }
+                        core_agent_mcp_config::ConfigWarningKind::Shadowed => {
+                            "keep the server in one file: remove it from the lower one, or move what that entry set (its auggy policy) into the higher one".to_owned()
+                        }
                         _ => "nothing breaks; remove the keys to silence this".to_owned(),
                     },
                 });

@@ -765,6 +765,13 @@ impl Host {
     /// Everything the operator should hear about at startup, each line
     /// prefixed with its area: policy warnings (allowlist typos, left-out or
     /// renamed tools, cut tool lists) and permission patterns that match no tool.
+    ///
+    /// While servers are still starting, it says what is known so far: the
+    /// config's warnings and those of the servers that have started, but no
+    /// unmatched permission pattern (a late server may yet bring its tool).
+    /// The list is a function of the config and the current catalog, so a
+    /// caller that shows warnings as they come (after a rebuild) keeps the
+    /// ones it has shown and shows the new ones.
     pub fn warnings(&self) -> Vec<String> {
         let catalog = self.catalog();
         let mut out: Vec<String> = self
@@ -784,6 +791,9 @@ impl Host {
                 .flat_map(Server::warnings)
                 .map(|w| format!("mcp: {w}")),
         );
+        if !self.servers.all_started() {
+            return out;
+        }
         let tools: Vec<(&str, &str)> = catalog
             .entries()
             .iter()
@@ -1275,34 +1285,71 @@ impl Session {
     }
 
     /// Polls an admitted tool until a condition on its result holds.
+    ///
+    /// An attempt whose server crashed, is being restarted or did not answer
+    /// in time is an unmet attempt: the poll goes on. A server that is down
+    /// (past its restart limit) ends the poll with its reason; other call
+    /// errors end it as errors. The report lists every attempt's outcome.
     async fn wait_and_verify(
         &self,
         entry: &ToolRoute,
         args: builtin::WaitArgs,
     ) -> Result<CallToolResult> {
         let mut last = Value::Null;
+        let mut outcomes = Vec::new();
         for attempt in 1..=args.max_attempts {
             // The condition reads the whole result, not its digest.
-            let result = self
-                .dispatch_raw(entry, args.arguments.clone(), None)
-                .await?;
-            last =
-                serde_json::to_value(cap_result(result.clone(), 64 * 1024)).unwrap_or(Value::Null);
-            if args.until.holds(&result) {
-                let report = json!({"satisfied": true, "attempts": attempt, "result": last});
-                return Ok(CallToolResult::success(vec![ContentBlock::text(
-                    report.to_string(),
-                )]));
+            match self.dispatch_raw(entry, args.arguments.clone(), None).await {
+                Ok(result) => {
+                    last = serde_json::to_value(cap_result(result.clone(), 64 * 1024))
+                        .unwrap_or(Value::Null);
+                    if args.until.holds(&result) {
+                        outcomes.push(json!({"attempt": attempt, "outcome": "met"}));
+                        let report = json!({"satisfied": true, "attempts": attempt, "outcomes": outcomes, "result": last});
+                        return Ok(CallToolResult::success(vec![ContentBlock::text(
+                            report.to_string(),
+                        )]));
+                    }
+                    outcomes.push(json!({"attempt": attempt, "outcome": "unmet"}));
+                }
+                Err(Error::Call(err)) if attempt_may_recover(&err) => {
+                    outcomes.push(
+                        json!({"attempt": attempt, "outcome": "failed", "error": err.to_string()}),
+                    );
+                }
+                Err(Error::Call(err @ core_agent_mcp_transport::Error::Down { .. })) => {
+                    let reason = err.to_string();
+                    outcomes.push(
+                        json!({"attempt": attempt, "outcome": "down", "error": reason.clone()}),
+                    );
+                    let report = json!({"satisfied": false, "attempts": attempt, "stopped": reason, "outcomes": outcomes, "result": last});
+                    return Ok(CallToolResult::error(vec![ContentBlock::text(
+                        report.to_string(),
+                    )]));
+                }
+                Err(other) => return Err(other),
             }
             if attempt < args.max_attempts {
                 tokio::time::sleep(args.interval).await;
             }
         }
-        let report = json!({"satisfied": false, "attempts": args.max_attempts, "result": last});
+        let report = json!({"satisfied": false, "attempts": args.max_attempts, "outcomes": outcomes, "result": last});
         Ok(CallToolResult::error(vec![ContentBlock::text(
             report.to_string(),
         )]))
     }
+}
+
+/// Whether a polled call that failed this way may succeed on a later
+/// attempt: its server crashed (and may be restarted), is being restarted,
+/// or did not answer in time.
+fn attempt_may_recover(err: &core_agent_mcp_transport::Error) -> bool {
+    matches!(
+        err,
+        core_agent_mcp_transport::Error::Crashed { .. }
+            | core_agent_mcp_transport::Error::Restarting { .. }
+            | core_agent_mcp_transport::Error::Timeout { .. }
+    )
 }
 
 /// The catalog and, by published name, where each of its tools is dispatched.

@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -205,6 +205,8 @@ pub struct FileConfig {
     wrap: crate::WrapSettings,
     survey: Option<crate::Setting<bool>>,
     builtin: Option<BuiltinTools>,
+    /// Per server of an `mcpServers` file, the keys its `auggy` policy sets.
+    policies: BTreeMap<String, Vec<String>>,
 }
 
 impl FileConfig {
@@ -223,19 +225,69 @@ impl FileConfig {
 /// file that has a name wins, whether it starts the server or leaves it out),
 /// settings by first value set. A warning about a server is kept only when
 /// that server's winning entry comes from the warning's file.
+///
+/// A server a project file defines that a higher project file also defines
+/// (`.mcp.json` under `.agents/mcp.json`) gets a warning naming both files
+/// and what was dropped; a user-scope server the project redefines does not
+/// (that is what the project file is for).
 fn merge(config: &mut Config, files: Vec<FileConfig>) {
-    let mut named: BTreeSet<String> = BTreeSet::new();
+    // Each name, with the file and scope of the entry that won it.
+    let mut named: BTreeMap<String, (PathBuf, Scope)> = BTreeMap::new();
     let mut warnings = Vec::new();
+    let mut shadowed = Vec::new();
     for file in files {
+        let mut entries: Vec<(String, Scope, PathBuf, String)> = Vec::new();
         for server in file.servers {
-            if named.insert(server.name.clone()) {
+            if named.contains_key(&server.name) {
+                entries.push((
+                    server.name.clone(),
+                    server.scope,
+                    server.source.clone(),
+                    describe_entry(&server.spec.transport),
+                ));
+            } else {
+                named.insert(server.name.clone(), (server.source.clone(), server.scope));
                 config.servers.push(server);
             }
         }
         for left in file.left_out {
-            if named.insert(left.name.clone()) {
+            if named.contains_key(&left.name) {
+                entries.push((
+                    left.name.clone(),
+                    left.scope,
+                    left.source.clone(),
+                    format!("its entry (left out there: {})", left.reason.kind()),
+                ));
+            } else {
+                named.insert(left.name.clone(), (left.source.clone(), left.scope));
                 config.left_out.push(left);
             }
+        }
+        for (name, scope, source, what) in entries {
+            let Some((winner, winner_scope)) = named.get(&name) else {
+                continue;
+            };
+            if scope != Scope::Project || *winner_scope != Scope::Project {
+                continue;
+            }
+            let (dropped, verb) = match file.policies.get(&name) {
+                Some(keys) if !keys.is_empty() => (
+                    format!("{what} and its auggy policy ({})", keys.join(", ")),
+                    "are",
+                ),
+                _ => (what, "is"),
+            };
+            shadowed.push(ConfigWarning {
+                file: winner.clone(),
+                server: Some(name.clone()),
+                kind: ConfigWarningKind::Shadowed,
+                message: format!(
+                    "also defined in {}, whose entry is dropped: {dropped} {verb} not used, \
+                     because {} comes first; define `{name}` in one file only",
+                    source.display(),
+                    winner.display()
+                ),
+            });
         }
         warnings.extend(file.warnings);
         config.wrap = std::mem::take(&mut config.wrap).or(file.wrap);
@@ -248,7 +300,16 @@ fn merge(config: &mut Config, files: Vec<FileConfig>) {
         None => true,
         Some(name) => config.server(name).is_some_and(|s| s.source == w.file),
     });
+    warnings.extend(shadowed);
     config.warnings = warnings;
+}
+
+/// What a dropped server entry was: `its stdio command `npx``, `its http url `…``.
+fn describe_entry(transport: &Transport) -> String {
+    match transport {
+        Transport::Stdio(s) => format!("its stdio command `{}`", s.command),
+        Transport::Http(h) => format!("its http url `{}`", h.url),
+    }
 }
 
 /// Validation context: the file, its positions, and the problems so far.
@@ -412,6 +473,11 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
     for (name, value) in servers.iter().filter(|(n, _)| *n != BUILTIN) {
         let base = format!("/{servers_key}/{}", escape_pointer(name));
         let policy = policies.get(name).unwrap_or(&Value::Null);
+        if let Some(keys) = policy.as_object() {
+            let mut keys: Vec<String> = keys.keys().cloned().collect();
+            keys.sort();
+            file.policies.insert(name.clone(), keys);
+        }
         if dialect == Dialect::McpServers
             && let Some(reason) = left_out_reason(value)
         {
@@ -547,16 +613,20 @@ fn convert(cx: &mut Cx<'_>, root: &Value, dialect: Dialect, scope: Scope, file: 
             tool_policies,
             cloud,
             limits,
+            // The core dialect's server keys, or the `auggy` policy's.
             read_only: value
                 .get("read_only")
+                .or_else(|| policy.get("read_only"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             agentic_never: value
                 .get("agentic_never")
+                .or_else(|| policy.get("agentic_never"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
             tool_notes: value
                 .get("tool_notes")
+                .or_else(|| policy.get("tool_notes"))
                 .and_then(Value::as_object)
                 .map(|m| {
                     m.iter()
@@ -877,6 +947,92 @@ mod tests {
         assert_eq!(x.source, Path::new(".agents/mcp.json"));
         let left: Vec<&str> = config.left_out.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(left, ["z"]);
+        // Not silently: the dropped entry is named, with its file.
+        let warnings: Vec<String> = config.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            [
+                ".agents/mcp.json: server `x`: also defined in .mcp.json, whose entry is dropped: its entry (left out there: unsupported-transport) is not used, because .agents/mcp.json comes first; define `x` in one file only"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_server_in_both_project_files_warns_naming_both_and_the_dropped_policy() {
+        let config = merged(vec![
+            parse_at(
+                ".agents/mcp.json",
+                Scope::Project,
+                r#"{"version":1,"servers":{"x":{"transport":"stdio","command":"a"}}}"#,
+            ),
+            parse_at(
+                ".mcp.json",
+                Scope::Project,
+                r#"{"mcpServers":{"x":{"command":"npx","args":["x-mcp"]},"y":{"command":"y"}},
+                    "auggy":{"servers":{"x":{"allowedTools":["read"],"pin":"strict"}}}}"#,
+            ),
+            // A user server the project redefines is the layering working.
+            parse_at(
+                "home/mcp.json",
+                Scope::User,
+                r#"{"version":1,"servers":{"y":{"transport":"stdio","command":"user-y"}}}"#,
+            ),
+        ]);
+        let x = config.server("x").unwrap();
+        assert_eq!(x.source, Path::new(".agents/mcp.json"));
+        assert_eq!(
+            x.spec.pin,
+            PinMode::Warn,
+            "the dropped policy is not applied"
+        );
+        assert_eq!(config.warnings.len(), 1, "{:?}", config.warnings);
+        let w = &config.warnings[0];
+        assert_eq!(
+            (
+                w.kind,
+                w.kind.as_str(),
+                w.server.as_deref(),
+                w.file.as_path()
+            ),
+            (
+                ConfigWarningKind::Shadowed,
+                "shadowed",
+                Some("x"),
+                Path::new(".agents/mcp.json")
+            )
+        );
+        assert_eq!(
+            w.to_string(),
+            ".agents/mcp.json: server `x`: also defined in .mcp.json, whose entry is dropped: its stdio command `npx` and its auggy policy (allowedTools, pin) are not used, because .agents/mcp.json comes first; define `x` in one file only"
+        );
+    }
+
+    #[test]
+    fn an_auggy_policy_carries_read_only_tool_notes_and_agentic_never() {
+        let file = parse(
+            r#"{"mcpServers":{"s":{"command":"srv"},"t":{"command":"srv"}},
+                "auggy":{"servers":{"s":{"read_only":true,"agentic_never":true,
+                    "tool_notes":{"status":"Cheap; poll it."}}}}}"#,
+        )
+        .unwrap();
+        let s = &file.servers[0].spec;
+        assert!(s.read_only && s.agentic_never);
+        assert_eq!(
+            s.tool_notes,
+            BTreeMap::from([("status".to_owned(), "Cheap; poll it.".to_owned())])
+        );
+        let t = &file.servers[1].spec;
+        assert!(!t.read_only && !t.agentic_never && t.tool_notes.is_empty());
+        // Mistyped, they are problems like any policy key.
+        let err = parse(
+            r#"{"mcpServers":{"s":{"command":"srv"}},"auggy":{"servers":{"s":{"read_only":"yes","tool_note":{}}}}}"#,
+        )
+        .unwrap_err();
+        assert!(err.contains("read_only"), "{err}");
+        assert!(
+            err.contains("tool_note") && err.contains("tool_notes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -167,14 +167,18 @@ pub enum ConfigWarningKind {
     IgnoredKeys,
     /// A `timeout` that could be seconds or milliseconds.
     TimeoutUnits,
+    /// A server defined in two project files: the lower one's entry (and
+    /// its `auggy` policy) is dropped.
+    Shadowed,
 }
 
 impl ConfigWarningKind {
-    /// A stable id: `ignored-keys` or `timeout-units`.
+    /// A stable id: `ignored-keys`, `timeout-units` or `shadowed`.
     pub fn as_str(self) -> &'static str {
         match self {
             ConfigWarningKind::IgnoredKeys => "ignored-keys",
             ConfigWarningKind::TimeoutUnits => "timeout-units",
+            ConfigWarningKind::Shadowed => "shadowed",
         }
     }
 }
