@@ -24,7 +24,7 @@ pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor
 pub use error::{Error, Result};
 pub use host::{
     AuthStatus, CallOutcome, CallRequest, DigestOptions, Host, HostOptions, ServerReady,
-    ServerReport, Session, SessionOptions, SurveyOptions, ToolReport,
+    RestrictedTool, ServerReport, Session, SessionOptions, SurveyOptions, ToolReport,
 };
 pub use llm::OpenAiSummarizer;
 pub use pin::Trusted;

@@ -461,9 +461,10 @@ impl ServerSummary {
 }
 
 impl fmt::Display for ServerSummary {
-    /// `2 tools (15 left out by the allowlist)`, or `17 tools`.
+    /// `2 tools (15 left out by the allowlist)`, `17 tools`, or `1 tool`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} tools", self.published)?;
+        let noun = if self.published == 1 { "tool" } else { "tools" };
+        write!(f, "{} {noun}", self.published)?;
         if !self.left_out.is_empty() {
             let parts: Vec<String> = self
                 .left_out
@@ -1182,11 +1183,13 @@ mod tests {
         assert_eq!((summary.listed, summary.published), (5, 1));
         assert_eq!(
             summary.to_string(),
-            "1 tools (2 left out by the allowlist, 1 left out by the blocklist, 1 left out by max_input_schema_bytes)"
+            "1 tool (2 left out by the allowlist, 1 left out by the blocklist, 1 left out by max_input_schema_bytes)"
         );
         assert_eq!(c.summary("other"), None);
         let plain = build(&spec(), &[tool("a"), tool("b")]);
         assert_eq!(plain.summary("srv").unwrap().to_string(), "2 tools");
+        let empty = build(&spec(), &[]);
+        assert_eq!(empty.summary("srv").unwrap().to_string(), "0 tools");
     }
 
     #[test]
