@@ -22,6 +22,7 @@ mod gate;
 mod gateway_clients;
 mod gateway_load;
 mod lifecycle;
+mod listing;
 mod oauth;
 mod pin;
 mod policy;
@@ -30,6 +31,7 @@ mod recovery;
 mod survey;
 mod terminal;
 mod third_party;
+mod trust;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};
 use serde_json::{Value, json};

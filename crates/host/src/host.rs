@@ -795,7 +795,8 @@ impl Host {
                     }
                     report.trust_levels = levels.iter().map(|l| l.as_str()).collect();
                     if levels.len() < TrustLevel::ALL.len() {
-                        let by_policy = survey.is_some_and(|a| a.tool_policies.contains_key(t.name));
+                        let by_policy =
+                            survey.is_some_and(|a| a.tool_policies.contains_key(t.name));
                         let why = if by_policy {
                             Restricted::ToolPolicy
                         } else {

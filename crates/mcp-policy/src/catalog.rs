@@ -1092,16 +1092,31 @@ mod tests {
             // Explicitly non-destructive: open; destructive or silent: creator.
             case(h(Some(false), Some(false), None), false, all, &[]),
             case(h(None, Some(false), None), false, all, &[]),
-            case(h(Some(false), Some(true), None), false, creator, &[Mutating]),
+            case(
+                h(Some(false), Some(true), None),
+                false,
+                creator,
+                &[Mutating],
+            ),
             case(h(None, None, Some(false)), false, creator, &[Mutating]),
             // A read-only tool destroys nothing, whatever destructiveHint says.
             case(h(Some(true), Some(true), None), false, all, &[]),
             // Explicitly open-world: creator, even when read-only; closed or
             // silent: open.
-            case(h(Some(true), None, Some(true)), false, creator, &[OpenWorld]),
+            case(
+                h(Some(true), None, Some(true)),
+                false,
+                creator,
+                &[OpenWorld],
+            ),
             case(h(Some(true), None, Some(false)), false, all, &[]),
             case(None, true, all, &[]),
-            case(h(None, Some(false), Some(true)), false, creator, &[OpenWorld]),
+            case(
+                h(None, Some(false), Some(true)),
+                false,
+                creator,
+                &[OpenWorld],
+            ),
             case(
                 h(Some(false), Some(true), Some(true)),
                 false,
@@ -1126,7 +1141,12 @@ mod tests {
         cases.push(TrustCase {
             allowed: Some(vec![Creator]),
             policy: Some(vec![Public, Agent]),
-            ..case(h(None, Some(true), None), false, &[Agent, Public], &[ToolPolicy])
+            ..case(
+                h(None, Some(true), None),
+                false,
+                &[Agent, Public],
+                &[ToolPolicy],
+            )
         });
         cases.push(TrustCase {
             policy: Some(TrustLevel::ALL.to_vec()),
