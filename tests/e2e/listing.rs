@@ -4,7 +4,7 @@
 use core_agent_e2e::Project;
 use serde_json::json;
 
-use crate::{by_name, demo_server};
+use crate::{by_name, demo_server, fixture};
 
 #[test]
 fn mcp_list_json_names_the_config_file_of_each_server() {
@@ -91,5 +91,19 @@ fn counts_of_one_are_singular() {
         run.stdout.ends_with("doctor: 0 errors, 0 warnings\n"),
         "{}",
         run.stdout
+    );
+
+    // Warnings that count a limit of one say so in the singular too.
+    let mut paged = fixture("paged");
+    paged["limits"] = json!({"max_pages": 1, "max_tools": 1});
+    let p = Project::new(&json!({"version": 1, "servers": {"pg": paged}}));
+    let run = p.run(&["mcp", "list", "--json"]);
+    run.expect_code(0);
+    assert_eq!(
+        run.json()[0]["warnings"],
+        json!([
+            "pg: only the first tool is published (max_tools); left out: page1_b",
+            "pg: stopped listing tools after 1 page (max_pages); tools on later pages are not published"
+        ])
     );
 }

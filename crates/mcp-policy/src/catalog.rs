@@ -345,11 +345,17 @@ impl fmt::Display for Warning {
                 server,
                 limit,
                 dropped,
-            } => write!(
-                f,
-                "{server}: only the first {limit} tools are published (max_tools); left out: {}",
-                list(dropped)
-            ),
+            } => {
+                let first = match limit {
+                    1 => "only the first tool is".to_owned(),
+                    n => format!("only the first {n} tools are"),
+                };
+                write!(
+                    f,
+                    "{server}: {first} published (max_tools); left out: {}",
+                    list(dropped)
+                )
+            }
             Warning::NameCollision { name, renamed } => {
                 write!(
                     f,
@@ -1255,6 +1261,12 @@ mod tests {
                 "srv: tool `big` is left out: its input schema is 218 bytes, over max_input_schema_bytes (100)",
                 "srv: only the first 2 tools are published (max_tools); left out: c",
             ]
+        );
+        s.limits.max_tools = 1;
+        let c = build(&s, &[tool("a"), tool("b")]);
+        assert_eq!(
+            c.warnings()[0].to_string(),
+            "srv: only the first tool is published (max_tools); left out: b"
         );
     }
 
