@@ -170,7 +170,7 @@ fn an_authorized_users_token_is_fetched_at_start_and_sent_with_its_quota_project
     assert_eq!(
         list.stdout,
         format!(
-            "{:<20} {:<6} {:<8} {:<10} 1 tools; auth: google-adc (authorized user {})\n",
+            "{:<20} {:<6} {:<8} {:<10} 1 tool; auth: google-adc (authorized user {})\n",
             "gke",
             "http",
             "project",
@@ -223,7 +223,7 @@ fn a_service_account_key_signs_its_own_token_and_cloudsdk_config_is_honoured() {
     assert!(
         doctor
             .stdout
-            .contains("server  gke (http): connected, 1 tools in "),
+            .contains("server  gke (http): connected, 1 tool in "),
         "{}",
         doctor.stdout
     );

@@ -52,11 +52,13 @@ fn tools_json_lists_the_namespaced_catalog() {
             "description",
             "input_schema",
             "read_only",
-            "trust_levels"
+            "trust_levels",
+            "why_restricted"
         ]
     );
     assert_eq!(divide["server"], "demo");
     assert_eq!(divide["read_only"], true);
+    assert_eq!(divide["why_restricted"], serde_json::Value::Null);
     assert_eq!(
         divide["trust_levels"],
         serde_json::json!(["creator", "agent", "user", "public"])

@@ -41,7 +41,7 @@ fn static_checks_report_each_problem_by_server_and_field() {
                   "env": {"GITHUB_TOKEN": "ghp_0123456789abcdefghijklmnopqrstuvwxyz01"}},
         "plain-http": {"transport": "http", "url": "http://mcp.example.com/mcp",
                        "headers": {"Authorization": "Bearer sk-live-0123456789abcdef"}},
-        "local-ok": {"transport": "http", "url": "http://127.0.0.1:9/mcp"},
+        "local-ok": {"transport": "http", "url": "http://127.0.0.1:9/mcp", "cloud": "localOnly"},
         "gone": {"transport": "stdio", "command": "definitely-not-installed-mcp", "cloud": "localOnly"},
     }}));
     let mut cmd = p.command(&["mcp", "doctor", "--offline", "--cloud", "--json"]);
@@ -93,6 +93,45 @@ fn static_checks_report_each_problem_by_server_and_field() {
         "{}",
         run.stdout
     );
+}
+
+#[test]
+fn cloud_checks_follow_the_cloud_markers() {
+    let p = Project::new(&json!({"version": 1, "servers": {
+        "plain": {"transport": "http", "url": "http://mcp.example.com/mcp"},
+        "plain-off": {"transport": "http", "url": "http://mcp.example.com/mcp", "cloud": "disabled"},
+        "loop": {"transport": "http", "url": "http://127.0.0.1:9/mcp"},
+        "loop-tls": {"transport": "http", "url": "https://localhost:8443/mcp"},
+        "loop-local": {"transport": "http", "url": "http://127.0.0.1:9/mcp", "cloud": "localOnly"},
+        "remote": {"transport": "http", "url": "https://mcp.example.com/mcp"},
+        "local": {"transport": "stdio", "command": "sh"},
+        "local-off": {"transport": "stdio", "command": "sh", "cloud": "disabled"},
+    }}));
+    let run = p.run(&["mcp", "doctor", "--offline", "--cloud", "--json"]);
+    run.expect_code(1);
+    let report = run.json();
+    let mut got = findings(&report);
+    got.sort();
+    let s = |a: &str, b: &str, c: &str| (a.to_owned(), b.to_owned(), c.to_owned());
+    // A marked server is not run in the cloud, whatever its transport; an
+    // unmarked loopback server is one a cloud deployment cannot reach.
+    assert_eq!(
+        got,
+        [
+            s("cloud-http", "plain", "/servers/plain/url"),
+            s("cloud-loopback", "loop", "/servers/loop/url"),
+            s("cloud-loopback", "loop-tls", "/servers/loop-tls/url"),
+            s("cloud-stdio", "local", "/servers/local"),
+        ]
+    );
+    assert_eq!(
+        finding(&report, "cloud-loopback", "loop")["message"],
+        "`http://127.0.0.1:9/mcp` is a loopback address: a cloud deployment cannot reach a server on this machine"
+    );
+    // Without --cloud, none of it is checked.
+    let run = p.run(&["mcp", "doctor", "--offline", "--json"]);
+    run.expect_code(0);
+    assert_eq!(run.json()["findings"], json!([]));
 }
 
 #[test]
@@ -186,7 +225,7 @@ fn the_connect_phase_names_the_reason_for_each_failure() {
         run.stdout
     );
     assert!(
-        run.stdout.ends_with("doctor: 2 error(s), 1 warning(s)\n"),
+        run.stdout.ends_with("doctor: 2 errors, 1 warning\n"),
         "{}",
         run.stdout
     );

@@ -384,8 +384,9 @@ fn entry<'a>(tools: &'a [Value], name: &str) -> Option<&'a Value> {
 
 #[test]
 fn an_annotation_block_without_hints_is_for_the_creator_only() {
-    // `annotated_plain` has annotations with only a title: by the protocol's
-    // defaults (destructiveHint and openWorldHint true) it is creator only.
+    // `annotated_plain` has annotations with only a title: a block without
+    // readOnlyHint is mutating, and it does not say `destructiveHint: false`,
+    // so it is creator only.
     let p = Project::new(&json!({"version": 1, "servers": {"py": python_stdio()}}));
     let public = catalog_at(&p, "public");
     assert_eq!(entry(&public, "py_annotated_plain"), None);
@@ -458,7 +459,8 @@ fn startup_list_and_doctor_count_what_the_allowlist_left_out() {
     assert_eq!(
         run.stdout,
         format!(
-            "{:<20} {:<6} {:<8} {:<10} 2 tools ({n} left out by the allowlist)\n",
+            "{:<20} {:<6} {:<8} {:<10} 2 tools ({n} left out by the allowlist)\n    \
+             creator only (mutating, not marked non-destructive): fail\n",
             "py", "stdio", "project", "connected"
         )
     );

@@ -38,8 +38,10 @@ fn broken_servers_end_up_in_error_and_the_others_carry_on() {
                 "left_out",
                 "error",
                 "restricted",
+                "restricted_tools",
                 "warnings",
-                "auth"
+                "auth",
+                "source"
             ]
         );
     }

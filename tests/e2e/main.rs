@@ -22,6 +22,7 @@ mod gate;
 mod gateway_clients;
 mod gateway_load;
 mod lifecycle;
+mod listing;
 mod oauth;
 mod pin;
 mod policy;
@@ -31,6 +32,7 @@ mod survey;
 mod terminal;
 mod text_digest;
 mod third_party;
+mod trust;
 mod warnings;
 
 use core_agent_e2e::{bin, everything_js, node, py_server, python};

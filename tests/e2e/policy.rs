@@ -149,7 +149,7 @@ fn a_tool_listed_after_list_changed_is_callable_in_the_same_run() {
     assert_eq!(lines[1]["ok"], true, "{stdout}");
     assert_eq!(lines[1]["result"]["content"][0]["text"], "late answered");
     assert!(
-        stderr.contains("core-agent: mcp: fx (stdio): 1 tools in "),
+        stderr.contains("core-agent: mcp: fx (stdio): 1 tool in "),
         "`fx` started with `stable` only: {stderr}"
     );
 }
@@ -346,16 +346,22 @@ fn blocked_tools_trust_levels_and_tool_policies_from_dot_mcp_json() {
     const ABOVE_PUBLIC: &[&str] = &["creator", "agent", "user"];
     const ALL: &[&str] = &["creator", "agent", "user", "public"];
     const TO_AGENT: &[&str] = &["creator", "agent"];
+    // get_env and get_header have no annotations: mutating, so creator only.
     let creator = levels(&[
         ("py_add", ALL),
         ("py_delete_everything", TO_AGENT),
-        ("py_get_env", ABOVE_PUBLIC),
-        ("py_get_header", ABOVE_PUBLIC),
+        ("py_get_env", &["creator"]),
+        ("py_get_header", &["creator"]),
         ("py_write_slow", ABOVE_PUBLIC),
     ]);
     assert_eq!(tools_at(&p, "creator"), creator);
-    assert_eq!(tools_at(&p, "agent"), creator);
-    let user: Vec<_> = creator
+    let agent: Vec<_> = creator
+        .iter()
+        .filter(|(name, _)| !name.starts_with("py_get_"))
+        .cloned()
+        .collect();
+    assert_eq!(tools_at(&p, "agent"), agent);
+    let user: Vec<_> = agent
         .iter()
         .filter(|(name, _)| name != "py_delete_everything")
         .cloned()
@@ -377,13 +383,13 @@ fn blocked_tools_trust_levels_and_tool_policies_from_dot_mcp_json() {
         "--yes",
         "--trust-level",
         "public",
-        "py_get_env",
-        r#"{"name": "HOME"}"#,
+        "py_write_slow",
+        r#"{"ms": 1}"#,
     ]);
     run.expect_code(1);
     assert_eq!(run.stdout, "");
     assert!(
-        run.stderr.contains("core-agent: `py_get_env` is not available at trust level `public`; it allows `creator`, `agent`, `user`\n"),
+        run.stderr.contains("core-agent: `py_write_slow` is not available at trust level `public`; it allows `creator`, `agent`, `user`\n"),
         "{}",
         run.stderr
     );
@@ -436,15 +442,15 @@ fn a_tool_policy_without_levels_overrides_nothing() {
     // entry (the destructive one creator only, the other the server's
     // allowedTrustLevels), rather than no level at all.
     let p = python_with_policy(json!({
-        "blockedTools": ["fail", "hang", "read_slow", "barrier", "barrier_mut", "write_slow", "get_header", "annotated_plain", "long_text", "big_structured", "big_resource", "plan"],
+        "blockedTools": ["fail", "hang", "read_slow", "barrier", "barrier_mut", "get_env", "get_header", "annotated_plain", "long_text", "big_structured", "big_resource", "plan"],
         "allowedTrustLevels": ["creator", "agent"],
-        "toolPolicies": {"get_env": {}, "delete_everything": {}}
+        "toolPolicies": {"write_slow": {}, "delete_everything": {}}
     }));
     const TO_AGENT: &[&str] = &["creator", "agent"];
     let expected = levels(&[
         ("py_add", TO_AGENT),
         ("py_delete_everything", &["creator"]),
-        ("py_get_env", TO_AGENT),
+        ("py_write_slow", TO_AGENT),
     ]);
     assert_eq!(tools_at(&p, "creator"), expected);
     let run = p.run(&[
@@ -452,8 +458,8 @@ fn a_tool_policy_without_levels_overrides_nothing() {
         "--yes",
         "--trust-level",
         "agent",
-        "py_get_env",
-        r#"{"name": "CA_E2E_UNSET"}"#,
+        "py_write_slow",
+        r#"{"ms": 1}"#,
     ]);
     run.expect_code(0);
 }

@@ -110,6 +110,23 @@ fn the_reserved_name_builtin_narrows_the_survey_tools_in_both_dialects() {
     );
     let run = peer.run(&["call", "--yes", "grep", r#"{"pattern": "survey_marker"}"#]);
     run.expect_code(0);
+    // `tools` says why the survey tools are the creator's alone.
+    let run = peer.run(&["tools", "--json"]);
+    run.expect_code(0);
+    let tools = run.json();
+    let grep = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "grep")
+        .unwrap();
+    assert_eq!(
+        (&grep["trust_levels"], &grep["why_restricted"]),
+        (
+            &json!(["creator"]),
+            &json!("the server's allowedTrustLevels")
+        )
+    );
     let run = peer.run(&[
         "call",
         "--yes",

@@ -185,6 +185,7 @@ fn deps() -> Result<PathBuf> {
             "npm/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js",
             "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
             "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+            "npm/node_modules/@cyanheads/git-mcp-server/dist/index.js",
         ],
         || {
             let npm_dir = dir.join("npm");

@@ -160,7 +160,7 @@ enum Command {
     Config(ConfigCommand),
     /// List the namespaced tools the model would see.
     Tools {
-        /// Print a JSON array of {name, server, tool, description, input_schema, read_only, trust_levels}.
+        /// Print a JSON array of {name, server, tool, description, input_schema, read_only, trust_levels, why_restricted}.
         #[arg(long)]
         json: bool,
     },
@@ -242,7 +242,7 @@ enum Command {
 enum McpCommand {
     /// One line per configured server: transport, scope, status, tool count, error.
     List {
-        /// Print a JSON array of {name, transport, scope, status, tools, error, restricted, warnings}.
+        /// Print a JSON array of {name, transport, scope, status, tools, error, restricted, restricted_tools, warnings, source}.
         #[arg(long)]
         json: bool,
     },
@@ -801,8 +801,8 @@ async fn execute(
                             format!("error: {}", clean(first_line(e)))
                         }
                         Some(e) => clean(first_line(e)),
-                        None if notes.is_empty() => format!("{} tools", r.tools),
-                        None => format!("{} tools ({})", r.tools, notes.join(", ")),
+                        None if notes.is_empty() => count(r.tools, "tool"),
+                        None => format!("{} ({})", count(r.tools, "tool"), notes.join(", ")),
                     };
                     // Only HTTP servers carry credentials.
                     if r.transport == "http" {
@@ -815,6 +815,9 @@ async fn execute(
                         r.scope,
                         r.status
                     );
+                    for line in restricted_lines(&r.restricted_tools) {
+                        outln!("    {line}");
+                    }
                 }
             }
             0
@@ -826,7 +829,10 @@ async fn execute(
             } else {
                 for t in tools {
                     let class = if t.read_only { "read-only" } else { "mutating" };
-                    let trust = t.trust_levels.join(", ");
+                    let trust = match &t.why_restricted {
+                        Some(why) => format!("{} ({why})", levels_only(&t.trust_levels)),
+                        None => t.trust_levels.join(", "),
+                    };
                     outln!("{}  [{class}; {trust}]", t.name);
                     for line in clean(&t.description).lines() {
                         outln!("    {line}");
@@ -1227,7 +1233,8 @@ async fn trust(
     }
     let pinned = report.iter().filter(|t| t.status != "removed").count();
     outln!(
-        "pinned {pinned} tool(s) of `{server}` in {}",
+        "pinned {} of `{server}` in {}",
+        count(pinned, "tool"),
         lock.display()
     );
     0
@@ -1296,9 +1303,9 @@ fn print_doctor(report: &DoctorReport, json: bool) {
             .map(|(by, n)| format!("{n} left out by {by}"))
             .collect();
         let tools = if left_out.is_empty() {
-            format!("{} tools", s.tools)
+            count(s.tools, "tool")
         } else {
-            format!("{} tools ({})", s.tools, left_out.join(", "))
+            format!("{} ({})", count(s.tools, "tool"), left_out.join(", "))
         };
         match &s.error {
             None => outln!(
@@ -1321,18 +1328,21 @@ fn print_doctor(report: &DoctorReport, json: bool) {
         if s.transport == "http" {
             outln!("        auth: {}", clean(&s.auth.to_string()));
         }
+        for line in restricted_lines(&s.restricted_tools) {
+            outln!("        {line}");
+        }
     }
     if !report.servers.is_empty() {
         outln!(
-            "tools   {} tools, about {} tokens of tool definitions per request",
-            report.tools,
+            "tools   {}, about {} tokens of tool definitions per request",
+            count(report.tools, "tool"),
             report.token_estimate
         );
     }
     outln!(
-        "doctor: {} error(s), {} warning(s)",
-        report.errors,
-        report.warnings
+        "doctor: {}, {}",
+        count(report.errors, "error"),
+        count(report.warnings, "warning")
     );
 }
 
@@ -1606,6 +1616,41 @@ pub(crate) fn clean(s: &str) -> String {
 
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or_default()
+}
+
+/// `creator only`, `creator, agent only`, `no trust level`.
+fn levels_only(levels: &[&str]) -> String {
+    if levels.is_empty() {
+        "no trust level".to_owned()
+    } else {
+        format!("{} only", levels.join(", "))
+    }
+}
+
+/// A server's restricted tools, grouped by levels and reason:
+/// `creator only (mutating, not marked non-destructive): git_add, git_commit`.
+fn restricted_lines(tools: &[core_agent_host::RestrictedTool]) -> Vec<String> {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for t in tools {
+        let head = format!("{} ({})", levels_only(&t.trust_levels), t.why);
+        match groups.iter_mut().find(|(h, _)| *h == head) {
+            Some((_, names)) => names.push(&t.tool),
+            None => groups.push((head, vec![&t.tool])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(head, names)| clean(&format!("{head}: {}", names.join(", "))))
+        .collect()
+}
+
+/// `1 tool`, `2 tools`: a count with its noun in the right number.
+pub(crate) fn count(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {one}s")
+    }
 }
 
 /// SIGINT and SIGTERM, caught from the moment they are installed: while

@@ -56,7 +56,10 @@ pub(crate) async fn serve(
             },
             signal = stop.next() => {
                 let left = gateway.drain(args.drain).await;
-                eprintln!("core-agent: {signal}: stopping ({left} call(s) still in flight)");
+                eprintln!(
+                    "core-agent: {signal}: stopping ({} still in flight)",
+                    crate::count(left, "call")
+                );
                 130
             }
         };

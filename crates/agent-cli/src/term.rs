@@ -194,7 +194,7 @@ pub(crate) fn ready_line(server: &Server, summary: Option<&ServerSummary>) -> (S
     match server.status() {
         Status::Connected => {
             let tools = summary.map_or_else(
-                || format!("{} tools", server.tools().len()),
+                || crate::count(server.tools().len(), "tool"),
                 ToString::to_string,
             );
             (

@@ -133,6 +133,7 @@ pub(crate) fn report(tool: &HostTool) -> ToolReport {
             input_schema: core_agent_survey::input_schema(survey),
             read_only: tool.read_only,
             trust_levels: vec!["creator", "agent", "user", "public"],
+            why_restricted: None,
         };
     }
     let (description, schema) = match tool.name {
@@ -168,6 +169,7 @@ pub(crate) fn report(tool: &HostTool) -> ToolReport {
         input_schema: schema,
         read_only: tool.read_only,
         trust_levels: vec!["creator", "agent", "user", "public"],
+        why_restricted: None,
     }
 }
 

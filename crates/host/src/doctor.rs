@@ -87,6 +87,8 @@ pub struct ServerCheck {
     /// How its requests are authenticated (for Google ADC: which
     /// credentials were found); never a secret.
     pub auth: crate::AuthStatus,
+    /// Each published tool that is not open to every trust level, and why.
+    pub restricted_tools: Vec<crate::RestrictedTool>,
 }
 
 /// Runs the checks on a loaded config (or reports why it did not load).
@@ -132,6 +134,7 @@ pub async fn doctor(
                     ms: 0,
                     error: Some(l.reason.to_string()),
                     auth: crate::AuthStatus::left_out(),
+                    restricted_tools: Vec::new(),
                 });
                 if !matches!(l.reason, core_agent_mcp_config::LeftOutReason::Disabled) {
                     findings.push(Finding {
@@ -159,6 +162,7 @@ pub async fn doctor(
                         ms: s.elapsed().as_millis(),
                         error: s.problem(),
                         auth: crate::AuthStatus::from(s.auth()),
+                        restricted_tools: crate::host::restricted_tools(&catalog, s.name()),
                     });
                     if let Some(e) = s.error() {
                         findings.push(Finding {

@@ -7,7 +7,7 @@ use core_agent_mcp_config::{
     TrustLevel,
 };
 use core_agent_mcp_policy::{
-    Annotations, Catalog, CatalogEntry, DiscoveredTool, ServerSummary, ServerTools,
+    Annotations, Catalog, CatalogEntry, DiscoveredTool, Restricted, ServerSummary, ServerTools,
 };
 use core_agent_mcp_transport::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use core_agent_mcp_transport::{ProgressSink, Server, Servers, StartOptions, Status};
@@ -243,10 +243,45 @@ pub struct ServerReport {
     pub error: Option<String>,
     /// How many of its published tools the caller's trust level may not see.
     pub restricted: usize,
+    /// Each published tool that is not open to every trust level, with the
+    /// levels that may call it and why (whatever the caller's level).
+    pub restricted_tools: Vec<RestrictedTool>,
     /// What the operator should hear about it (allowlist typos, dropped tools, …).
     pub warnings: Vec<String>,
     /// How its requests are authenticated; never a secret.
     pub auth: AuthStatus,
+    /// The config file it came from.
+    pub source: String,
+}
+
+/// A published tool that some trust level may not call, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RestrictedTool {
+    /// The name the model calls.
+    pub name: String,
+    /// The server's own name for the tool.
+    pub tool: String,
+    /// The trust levels that may call it.
+    pub trust_levels: Vec<&'static str>,
+    /// Why: `mutating, not marked non-destructive`, `open-world`, `the
+    /// server's allowedTrustLevels`, `its toolPolicies entry`, or several
+    /// of them joined by `; `.
+    pub why: String,
+}
+
+/// The tools of `server` in `catalog` that are not open to every level.
+pub(crate) fn restricted_tools(catalog: &Catalog, server: &str) -> Vec<RestrictedTool> {
+    catalog
+        .entries()
+        .iter()
+        .filter(|e| e.server == server && !e.restricted.is_empty())
+        .map(|e| RestrictedTool {
+            name: e.name.clone(),
+            tool: e.tool.clone(),
+            trust_levels: e.trust_levels.iter().map(|l| l.as_str()).collect(),
+            why: Restricted::join(&e.restricted),
+        })
+        .collect()
 }
 
 /// How a server's requests are authenticated, as `mcp list` and doctor show
@@ -312,6 +347,9 @@ pub struct ToolReport {
     pub read_only: bool,
     /// The trust levels that may see and call it.
     pub trust_levels: Vec<&'static str>,
+    /// Why it is not open to every trust level (`mutating, not marked
+    /// non-destructive`, `open-world`, …), or `null` when it is.
+    pub why_restricted: Option<String>,
 }
 
 impl From<&CatalogEntry> for ToolReport {
@@ -324,6 +362,7 @@ impl From<&CatalogEntry> for ToolReport {
             input_schema: e.input_schema.clone(),
             read_only: e.read_only,
             trust_levels: e.trust_levels.iter().map(|l| l.as_str()).collect(),
+            why_restricted: (!e.restricted.is_empty()).then(|| Restricted::join(&e.restricted)),
         }
     }
 }
@@ -718,8 +757,15 @@ impl Host {
                     left_out: summary.left_out_by_reason(),
                     error: s.problem(),
                     restricted: catalog.restricted(s.name(), level),
+                    restricted_tools: restricted_tools(&catalog, s.name()),
                     warnings,
                     auth: AuthStatus::from(s.auth()),
+                    source: self
+                        .entries
+                        .iter()
+                        .find(|e| e.name == s.name())
+                        .map(|e| e.source.display().to_string())
+                        .unwrap_or_default(),
                 }
             })
             .collect();
@@ -733,8 +779,10 @@ impl Host {
             left_out: BTreeMap::new(),
             error: Some(l.reason.to_string()),
             restricted: 0,
+            restricted_tools: Vec::new(),
             warnings: Vec::new(),
             auth: AuthStatus::left_out(),
+            source: l.source.display().to_string(),
         }));
         reports
     }
@@ -754,6 +802,16 @@ impl Host {
                         return None;
                     }
                     report.trust_levels = levels.iter().map(|l| l.as_str()).collect();
+                    if levels.len() < TrustLevel::ALL.len() {
+                        let by_policy =
+                            survey.is_some_and(|a| a.tool_policies.contains_key(t.name));
+                        let why = if by_policy {
+                            Restricted::ToolPolicy
+                        } else {
+                            Restricted::ServerPolicy
+                        };
+                        report.why_restricted = Some(why.to_string());
+                    }
                 }
                 Some(report)
             })

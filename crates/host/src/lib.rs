@@ -23,8 +23,8 @@ pub use config_view::{
 pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
 pub use error::{Error, Result};
 pub use host::{
-    AuthStatus, CallOutcome, CallRequest, DigestOptions, Host, HostOptions, ServerReady,
-    ServerReport, Session, SessionOptions, SurveyOptions, ToolReport,
+    AuthStatus, CallOutcome, CallRequest, DigestOptions, Host, HostOptions, RestrictedTool,
+    ServerReady, ServerReport, Session, SessionOptions, SurveyOptions, ToolReport,
 };
 pub use llm::OpenAiSummarizer;
 pub use pin::Trusted;

@@ -163,11 +163,13 @@ async fn start_reports_every_server_in_config_order() {
                 left_out: Default::default(),
                 error: None,
                 restricted: 0,
+                restricted_tools: vec![],
                 warnings: vec![],
                 auth: AuthStatus {
                     kind: "none".into(),
                     detail: None,
                 },
+                source: ".agents/mcp.json".into(),
             },
             ServerReport {
                 name: "missing".into(),
@@ -179,11 +181,13 @@ async fn start_reports_every_server_in_config_order() {
                 left_out: Default::default(),
                 error: Some("command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)".into()),
                 restricted: 0,
+                restricted_tools: vec![],
                 warnings: vec![],
                 auth: AuthStatus {
                     kind: "none".into(),
                     detail: None,
                 },
+                source: ".agents/mcp.json".into(),
             },
         ]
     );
@@ -200,11 +204,13 @@ async fn start_reports_every_server_in_config_order() {
             "left_out": {},
             "error": null,
             "restricted": 0,
+            "restricted_tools": [],
             "warnings": [],
             "auth": {
               "kind": "none",
               "detail": null
-            }
+            },
+            "source": ".agents/mcp.json"
           },
           {
             "name": "missing",
@@ -216,11 +222,13 @@ async fn start_reports_every_server_in_config_order() {
             "left_out": {},
             "error": "command not found: `/nonexistent/mcp-server`; install it or fix `command` (PATH is searched when it has no `/`)",
             "restricted": 0,
+            "restricted_tools": [],
             "warnings": [],
             "auth": {
               "kind": "none",
               "detail": null
-            }
+            },
+            "source": ".agents/mcp.json"
           }
         ]"#]]
     .assert_eq(&serde_json::to_string_pretty(&reports).unwrap());
@@ -292,7 +300,8 @@ async fn the_catalog_namespaces_every_connected_servers_tools() {
             "description",
             "input_schema",
             "read_only",
-            "trust_levels"
+            "trust_levels",
+            "why_restricted"
         ]
     );
 

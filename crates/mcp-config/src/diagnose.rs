@@ -106,11 +106,12 @@ pub fn diagnose(config: &Config, env: &dyn Env, cloud: bool) -> Vec<Finding> {
                 });
             }
         }
-        if cloud {
+        // A server marked `cloud: "disabled"` or `"localOnly"` is not run in
+        // the cloud, so nothing about it can fail there.
+        let local = matches!(server.spec.cloud, Some(Cloud::Disabled | Cloud::LocalOnly));
+        if cloud && !local {
             match &server.spec.transport {
-                Transport::Stdio(_)
-                    if !matches!(server.spec.cloud, Some(Cloud::Disabled | Cloud::LocalOnly)) =>
-                {
+                Transport::Stdio(_) => {
                     findings.push(Finding {
                         severity: Severity::Error,
                         check: "cloud-stdio",
@@ -120,9 +121,20 @@ pub fn diagnose(config: &Config, env: &dyn Env, cloud: bool) -> Vec<Finding> {
                         fix: "mark it \"cloud\": \"disabled\" or \"localOnly\", or use a remote https server".to_owned(),
                     });
                 }
-                Transport::Http(http)
-                    if !http.url.starts_with("https://") && !is_loopback(&http.url) =>
-                {
+                Transport::Http(http) if is_loopback(&http.url) => {
+                    findings.push(Finding {
+                        severity: Severity::Error,
+                        check: "cloud-loopback",
+                        server: Some(server.name.clone()),
+                        field: Some(pointer(server, "url", "")),
+                        message: format!(
+                            "`{}` is a loopback address: a cloud deployment cannot reach a server on this machine",
+                            http.url
+                        ),
+                        fix: "mark it \"cloud\": \"disabled\" or \"localOnly\", or use the server's remote https endpoint".to_owned(),
+                    });
+                }
+                Transport::Http(http) if !http.url.starts_with("https://") => {
                     findings.push(Finding {
                         severity: Severity::Error,
                         check: "cloud-http",
@@ -132,10 +144,10 @@ pub fn diagnose(config: &Config, env: &dyn Env, cloud: bool) -> Vec<Finding> {
                             "`{}` is not https, so its traffic and tokens travel in clear",
                             http.url
                         ),
-                        fix: "use the server's https:// endpoint".to_owned(),
+                        fix: "use the server's https:// endpoint, or mark it \"cloud\": \"disabled\" or \"localOnly\"".to_owned(),
                     });
                 }
-                _ => {}
+                Transport::Http(_) => {}
             }
         }
     }

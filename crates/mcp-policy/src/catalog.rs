@@ -87,6 +87,49 @@ pub struct CatalogEntry {
     pub read_only: bool,
     /// The trust levels that may see and call it, most trusted first.
     pub trust_levels: Vec<TrustLevel>,
+    /// Why it is not open to every trust level (empty when it is).
+    pub restricted: Vec<Restricted>,
+}
+
+/// Why a tool is not open to every trust level: its Display is what
+/// `tools`, `mcp list` and doctor print beside the tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Restricted {
+    /// Neither read-only (by its own `readOnlyHint`, or by its server's
+    /// `read_only` when it published no annotations) nor marked
+    /// `destructiveHint: false`: creator-only by default.
+    Mutating,
+    /// Marked `openWorldHint: true`: creator-only by default.
+    OpenWorld,
+    /// The server's `allowedTrustLevels` leaves out levels the default allows.
+    ServerPolicy,
+    /// A `toolPolicies.<tool>.allowedTrustLevels` entry set its levels.
+    ToolPolicy,
+}
+
+impl Restricted {
+    /// How a person reads the reason (`mutating, not marked non-destructive`, `open-world`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Restricted::Mutating => "mutating, not marked non-destructive",
+            Restricted::OpenWorld => "open-world",
+            Restricted::ServerPolicy => "the server's allowedTrustLevels",
+            Restricted::ToolPolicy => "its toolPolicies entry",
+        }
+    }
+
+    /// Several reasons as one phrase: `mutating, not marked non-destructive; open-world`.
+    pub fn join(reasons: &[Restricted]) -> String {
+        let words: Vec<&str> = reasons.iter().map(|r| r.as_str()).collect();
+        words.join("; ")
+    }
+}
+
+impl fmt::Display for Restricted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl CatalogEntry {
@@ -302,11 +345,17 @@ impl fmt::Display for Warning {
                 server,
                 limit,
                 dropped,
-            } => write!(
-                f,
-                "{server}: only the first {limit} tools are published (max_tools); left out: {}",
-                list(dropped)
-            ),
+            } => {
+                let first = match limit {
+                    1 => "only the first tool is".to_owned(),
+                    n => format!("only the first {n} tools are"),
+                };
+                write!(
+                    f,
+                    "{server}: {first} published (max_tools); left out: {}",
+                    list(dropped)
+                )
+            }
             Warning::NameCollision { name, renamed } => {
                 write!(
                     f,
@@ -418,9 +467,10 @@ impl ServerSummary {
 }
 
 impl fmt::Display for ServerSummary {
-    /// `2 tools (15 left out by the allowlist)`, or `17 tools`.
+    /// `2 tools (15 left out by the allowlist)`, `17 tools`, or `1 tool`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} tools", self.published)?;
+        let noun = if self.published == 1 { "tool" } else { "tools" };
+        write!(f, "{} {noun}", self.published)?;
         if !self.left_out.is_empty() {
             let parts: Vec<String> = self
                 .left_out
@@ -666,6 +716,7 @@ fn server_entries(
                 Some(a) => a.read_only_hint.unwrap_or(false),
                 None => spec.read_only,
             };
+            let (trust_levels, restricted) = trust_levels(spec, tool, read_only);
             CatalogEntry {
                 name: namespaced(server.name, &tool.name),
                 server: name.clone(),
@@ -673,42 +724,56 @@ fn server_entries(
                 description,
                 input_schema: tool.input_schema.clone(),
                 read_only,
-                trust_levels: trust_levels(spec, tool),
+                trust_levels,
+                restricted,
             }
         })
         .collect()
 }
 
-/// All levels by default; destructive or open-world tools default to
-/// `creator`; the server's `allowedTrustLevels` narrows; a tool policy sets
-/// the levels explicitly (and may widen).
+/// The levels that may call `tool`, and why that is not every level.
 ///
-/// Hints are read the way the MCP spec defines them: in a published
-/// annotation block, an absent `destructiveHint` means `true` (for a tool
-/// that is not read-only; a read-only tool destroys nothing) and an absent
-/// `openWorldHint` means `true`. So an annotated tool is creator-only unless
-/// its block says `openWorldHint: false` and it is read-only or says
-/// `destructiveHint: false`. A tool with no block at all has said nothing
-/// and is open to every level.
-fn trust_levels(spec: &ServerSpec, tool: &DiscoveredTool) -> Vec<TrustLevel> {
+/// One rule for annotated and unannotated tools alike: by default a tool is
+/// open to every level only when it is read-only (`read_only`, the dispatch
+/// class: its own `readOnlyHint`, or its server's `read_only` when it
+/// published no annotation block) or explicitly non-destructive
+/// (`destructiveHint: false`), and not explicitly open-world
+/// (`openWorldHint: true`); anything else is `creator` only. Only what a
+/// tool says counts: an absent `destructiveHint` is not "non-destructive",
+/// and an absent `openWorldHint` is not "open-world" (the protocol reads
+/// both as `true`; this rule does not). The server's `allowedTrustLevels`
+/// narrows the default; a tool policy sets the levels explicitly (and may
+/// widen them).
+fn trust_levels(
+    spec: &ServerSpec,
+    tool: &DiscoveredTool,
+    read_only: bool,
+) -> (Vec<TrustLevel>, Vec<Restricted>) {
     if let Some(explicit) = spec.tool_policies.get(&tool.name) {
         let mut levels = explicit.clone();
         levels.sort();
         levels.dedup();
-        return levels;
+        let why = if levels.len() < TrustLevel::ALL.len() {
+            vec![Restricted::ToolPolicy]
+        } else {
+            Vec::new()
+        };
+        return (levels, why);
     }
-    let risky = tool.annotations.is_some_and(|a| {
-        let read_only = a.read_only_hint == Some(true);
-        let destructive = !read_only && a.destructive_hint.unwrap_or(true);
-        let open_world = a.open_world_hint.unwrap_or(true);
-        destructive || open_world
-    });
-    let defaults: &[TrustLevel] = if risky {
-        &[TrustLevel::Creator]
-    } else {
+    let hints = tool.annotations.unwrap_or_default();
+    let mut why = Vec::new();
+    if !read_only && hints.destructive_hint != Some(false) {
+        why.push(Restricted::Mutating);
+    }
+    if hints.open_world_hint == Some(true) {
+        why.push(Restricted::OpenWorld);
+    }
+    let defaults: &[TrustLevel] = if why.is_empty() {
         &TrustLevel::ALL
+    } else {
+        &[TrustLevel::Creator]
     };
-    defaults
+    let levels: Vec<TrustLevel> = defaults
         .iter()
         .copied()
         .filter(|l| {
@@ -716,7 +781,11 @@ fn trust_levels(spec: &ServerSpec, tool: &DiscoveredTool) -> Vec<TrustLevel> {
                 .as_ref()
                 .is_none_or(|allowed| allowed.contains(l))
         })
-        .collect()
+        .collect();
+    if levels.len() < defaults.len() {
+        why.push(Restricted::ServerPolicy);
+    }
+    (levels, why)
 }
 
 /// Makes every name valid and unique: a name that is `reserved` gets a
@@ -980,62 +1049,151 @@ mod tests {
         }
     }
 
+    /// One case of the trust rule: what the tool and its server say, and
+    /// the levels and reasons the catalog must give it.
+    struct TrustCase {
+        annotations: Option<Annotations>,
+        server_read_only: bool,
+        allowed: Option<Vec<TrustLevel>>,
+        policy: Option<Vec<TrustLevel>>,
+        levels: Vec<TrustLevel>,
+        why: Vec<Restricted>,
+    }
+
+    fn case(
+        annotations: Option<Annotations>,
+        server_read_only: bool,
+        levels: &[TrustLevel],
+        why: &[Restricted],
+    ) -> TrustCase {
+        TrustCase {
+            annotations,
+            server_read_only,
+            allowed: None,
+            policy: None,
+            levels: levels.to_vec(),
+            why: why.to_vec(),
+        }
+    }
+
     #[test]
-    fn trust_levels_follow_the_spec() {
+    fn trust_levels_follow_one_rule_for_annotated_and_unannotated_tools() {
+        use Restricted::{Mutating, OpenWorld, ServerPolicy, ToolPolicy};
         use TrustLevel::*;
-        let risky = Some(hints(None, Some(true), None));
-        let open = Some(hints(Some(true), None, Some(true)));
-        let closed_read = Some(hints(Some(true), None, Some(false)));
-        let safe_write = Some(hints(Some(false), Some(false), Some(false)));
-        let bare_block = Some(hints(None, None, None));
-        let write_no_destructive = Some(hints(Some(false), None, Some(false)));
-        // (annotations, server allowedTrustLevels, tool policy) → levels
-        #[allow(clippy::type_complexity)]
-        let cases: Vec<(
-            Option<Annotations>,
-            Option<Vec<TrustLevel>>,
-            Option<Vec<TrustLevel>>,
-            Vec<TrustLevel>,
-        )> = vec![
-            (None, None, None, vec![Creator, Agent, User, Public]),
-            (risky, None, None, vec![Creator]),
-            (open, None, None, vec![Creator]),
-            // Absent hints in a published block read as the protocol's defaults.
-            (bare_block, None, None, vec![Creator]), // openWorld and destructive default true
-            (write_no_destructive, None, None, vec![Creator]), // destructive defaults true
-            (closed_read, None, None, vec![Creator, Agent, User, Public]), // read-only destroys nothing
-            (safe_write, None, None, vec![Creator, Agent, User, Public]),
-            (None, Some(vec![Creator, Agent]), None, vec![Creator, Agent]),
-            (risky, Some(vec![Agent]), None, vec![]),
-            (
-                risky,
-                Some(vec![Creator]),
-                Some(vec![Public, Agent]),
-                vec![Agent, Public],
-            ), // explicit widens
-            (None, Some(vec![Creator]), Some(vec![User]), vec![User]),
+        let all = &TrustLevel::ALL;
+        let creator = &[Creator];
+        let h = |r, d, o| Some(hints(r, d, o));
+        let mut cases = vec![
+            // Read-only by its own hint: open, although openWorldHint is
+            // absent (git_status of an honest server); not read-only: creator.
+            case(h(Some(true), None, None), false, all, &[]),
+            case(h(Some(false), None, None), false, creator, &[Mutating]),
+            // Read-only by the server's read_only, for a tool that said nothing.
+            case(None, true, all, &[]),
+            case(None, false, creator, &[Mutating]),
+            // A block without readOnlyHint has answered "mutating" (the class
+            // rule), so the server's read_only does not make it read-only.
+            case(h(None, None, None), true, creator, &[Mutating]),
+            case(h(Some(false), None, None), true, creator, &[Mutating]),
+            // Explicitly non-destructive: open; destructive or silent: creator.
+            case(h(Some(false), Some(false), None), false, all, &[]),
+            case(h(None, Some(false), None), false, all, &[]),
+            case(
+                h(Some(false), Some(true), None),
+                false,
+                creator,
+                &[Mutating],
+            ),
+            case(h(None, None, Some(false)), false, creator, &[Mutating]),
+            // A read-only tool destroys nothing, whatever destructiveHint says.
+            case(h(Some(true), Some(true), None), false, all, &[]),
+            // Explicitly open-world: creator, even when read-only; closed or
+            // silent: open.
+            case(
+                h(Some(true), None, Some(true)),
+                false,
+                creator,
+                &[OpenWorld],
+            ),
+            case(h(Some(true), None, Some(false)), false, all, &[]),
+            case(None, true, all, &[]),
+            case(
+                h(None, Some(false), Some(true)),
+                false,
+                creator,
+                &[OpenWorld],
+            ),
+            case(
+                h(Some(false), Some(true), Some(true)),
+                false,
+                creator,
+                &[Mutating, OpenWorld],
+            ),
         ];
-        for (annotations, server, policy, want) in cases {
+        // The server's allowedTrustLevels narrows the default, never widens it.
+        cases.push(TrustCase {
+            allowed: Some(vec![Creator, Agent]),
+            ..case(None, true, &[Creator, Agent], &[ServerPolicy])
+        });
+        cases.push(TrustCase {
+            allowed: Some(vec![Creator, Agent]),
+            ..case(None, false, creator, &[Mutating])
+        });
+        cases.push(TrustCase {
+            allowed: Some(vec![Agent]),
+            ..case(None, false, &[], &[Mutating, ServerPolicy])
+        });
+        // A tool policy sets the levels, and may widen them.
+        cases.push(TrustCase {
+            allowed: Some(vec![Creator]),
+            policy: Some(vec![Public, Agent]),
+            ..case(
+                h(None, Some(true), None),
+                false,
+                &[Agent, Public],
+                &[ToolPolicy],
+            )
+        });
+        cases.push(TrustCase {
+            policy: Some(TrustLevel::ALL.to_vec()),
+            ..case(None, false, all, &[])
+        });
+        for c in cases {
             let mut s = spec();
-            s.allowed_trust_levels = server.clone();
-            if let Some(p) = policy.clone() {
+            s.read_only = c.server_read_only;
+            s.allowed_trust_levels = c.allowed.clone();
+            if let Some(p) = c.policy.clone() {
                 s.tool_policies.insert("t".into(), p);
             }
             let mut t = tool("t");
-            t.annotations = annotations;
-            let c = build(&s, &[t]);
-            assert_eq!(
-                c.entries()[0].trust_levels,
-                want,
-                "{annotations:?} {server:?} {policy:?}"
+            t.annotations = c.annotations;
+            let built = build(&s, &[t]);
+            let entry = &built.entries()[0];
+            let said = format!(
+                "{:?} read_only {} allowed {:?} policy {:?}",
+                c.annotations, c.server_read_only, c.allowed, c.policy
             );
-            let restricted = TrustLevel::ALL.len() - want.len();
+            assert_eq!(entry.trust_levels, c.levels, "{said}");
+            assert_eq!(entry.restricted, c.why, "{said}");
             let hidden: usize = TrustLevel::ALL
                 .iter()
-                .map(|l| c.restricted("srv", *l))
+                .map(|l| built.restricted("srv", *l))
                 .sum();
-            assert_eq!(hidden, restricted);
+            assert_eq!(hidden, TrustLevel::ALL.len() - c.levels.len(), "{said}");
         }
+    }
+
+    #[test]
+    fn restriction_reasons_read_in_the_issues_words() {
+        assert_eq!(
+            Restricted::Mutating.to_string(),
+            "mutating, not marked non-destructive"
+        );
+        assert_eq!(Restricted::OpenWorld.to_string(), "open-world");
+        assert_eq!(
+            Restricted::join(&[Restricted::Mutating, Restricted::OpenWorld]),
+            "mutating, not marked non-destructive; open-world"
+        );
     }
 
     #[test]
@@ -1051,11 +1209,13 @@ mod tests {
         assert_eq!((summary.listed, summary.published), (5, 1));
         assert_eq!(
             summary.to_string(),
-            "1 tools (2 left out by the allowlist, 1 left out by the blocklist, 1 left out by max_input_schema_bytes)"
+            "1 tool (2 left out by the allowlist, 1 left out by the blocklist, 1 left out by max_input_schema_bytes)"
         );
         assert_eq!(c.summary("other"), None);
         let plain = build(&spec(), &[tool("a"), tool("b")]);
         assert_eq!(plain.summary("srv").unwrap().to_string(), "2 tools");
+        let empty = build(&spec(), &[]);
+        assert_eq!(empty.summary("srv").unwrap().to_string(), "0 tools");
     }
 
     #[test]
@@ -1101,6 +1261,12 @@ mod tests {
                 "srv: tool `big` is left out: its input schema is 218 bytes, over max_input_schema_bytes (100)",
                 "srv: only the first 2 tools are published (max_tools); left out: c",
             ]
+        );
+        s.limits.max_tools = 1;
+        let c = build(&s, &[tool("a"), tool("b")]);
+        assert_eq!(
+            c.warnings()[0].to_string(),
+            "srv: only the first tool is published (max_tools); left out: b"
         );
     }
 

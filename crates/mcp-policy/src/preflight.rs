@@ -94,6 +94,7 @@ mod tests {
             input_schema: schema,
             read_only: true,
             trust_levels: Vec::new(),
+            restricted: Vec::new(),
         }
     }
 

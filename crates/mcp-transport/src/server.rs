@@ -453,10 +453,14 @@ impl Server {
     /// its tool list was cut at `max_pages`).
     pub fn warnings(&self) -> Vec<String> {
         match self.live() {
-            Some(l) if l.tools.truncated() => vec![format!(
-                "{}: stopped listing tools after {} pages (max_pages); tools on later pages are not published",
-                self.name, self.limits.max_pages
-            )],
+            Some(l) if l.tools.truncated() => {
+                let pages = self.limits.max_pages;
+                let noun = if pages == 1 { "page" } else { "pages" };
+                vec![format!(
+                    "{}: stopped listing tools after {pages} {noun} (max_pages); tools on later pages are not published",
+                    self.name
+                )]
+            }
             _ => Vec::new(),
         }
     }
