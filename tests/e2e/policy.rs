@@ -346,22 +346,18 @@ fn blocked_tools_trust_levels_and_tool_policies_from_dot_mcp_json() {
     const ABOVE_PUBLIC: &[&str] = &["creator", "agent", "user"];
     const ALL: &[&str] = &["creator", "agent", "user", "public"];
     const TO_AGENT: &[&str] = &["creator", "agent"];
-    // get_env and get_header have no annotations: mutating, so creator only.
+    // get_env and get_header have no annotations (mutating, creator only by
+    // default): the server's allowedTrustLevels widens them to its levels.
     let creator = levels(&[
         ("py_add", ALL),
         ("py_delete_everything", TO_AGENT),
-        ("py_get_env", &["creator"]),
-        ("py_get_header", &["creator"]),
+        ("py_get_env", ABOVE_PUBLIC),
+        ("py_get_header", ABOVE_PUBLIC),
         ("py_write_slow", ABOVE_PUBLIC),
     ]);
     assert_eq!(tools_at(&p, "creator"), creator);
-    let agent: Vec<_> = creator
-        .iter()
-        .filter(|(name, _)| !name.starts_with("py_get_"))
-        .cloned()
-        .collect();
-    assert_eq!(tools_at(&p, "agent"), agent);
-    let user: Vec<_> = agent
+    assert_eq!(tools_at(&p, "agent"), creator);
+    let user: Vec<_> = creator
         .iter()
         .filter(|(name, _)| name != "py_delete_everything")
         .cloned()
@@ -439,8 +435,8 @@ fn blocked_tools_trust_levels_and_tool_policies_from_dot_mcp_json() {
 #[test]
 fn a_tool_policy_without_levels_overrides_nothing() {
     // `{}` sets no levels: each tool keeps what it would have without the
-    // entry (the destructive one creator only, the other the server's
-    // allowedTrustLevels), rather than no level at all.
+    // entry (the server's allowedTrustLevels, which widens the destructive
+    // one to agent), rather than no level at all.
     let p = python_with_policy(json!({
         "blockedTools": ["fail", "hang", "read_slow", "barrier", "barrier_mut", "get_env", "get_header", "annotated_plain", "long_text", "big_structured", "big_resource", "plan"],
         "allowedTrustLevels": ["creator", "agent"],
@@ -449,7 +445,7 @@ fn a_tool_policy_without_levels_overrides_nothing() {
     const TO_AGENT: &[&str] = &["creator", "agent"];
     let expected = levels(&[
         ("py_add", TO_AGENT),
-        ("py_delete_everything", &["creator"]),
+        ("py_delete_everything", TO_AGENT),
         ("py_write_slow", TO_AGENT),
     ]);
     assert_eq!(tools_at(&p, "creator"), expected);

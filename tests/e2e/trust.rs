@@ -178,10 +178,11 @@ fn the_operator_widens_a_restricted_tool_with_a_tool_policy() {
             &json!("the server's allowedTrustLevels")
         )
     );
-    // The server's levels narrow, never widen: git_add stays creator only.
+    // The server's levels replace the default: they widen a mutating
+    // git_add to agent as they narrow git_status.
     assert_eq!(
         entry(&creator, "git_add")["trust_levels"],
-        json!(["creator"])
+        json!(["creator", "agent"])
     );
     assert_eq!(names(&tools_at(&p, "user")), ["git_commit"]);
 }

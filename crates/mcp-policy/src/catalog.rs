@@ -741,9 +741,10 @@ fn server_entries(
 /// (`openWorldHint: true`); anything else is `creator` only. Only what a
 /// tool says counts: an absent `destructiveHint` is not "non-destructive",
 /// and an absent `openWorldHint` is not "open-world" (the protocol reads
-/// both as `true`; this rule does not). The server's `allowedTrustLevels`
-/// narrows the default; a tool policy sets the levels explicitly (and may
-/// widen them).
+/// both as `true`; this rule does not). The operator's word replaces the
+/// default, narrowing or widening it: a tool policy sets that tool's
+/// levels, else the server's `allowedTrustLevels` sets the levels of each
+/// of its tools.
 fn trust_levels(
     spec: &ServerSpec,
     tool: &DiscoveredTool,
@@ -760,6 +761,17 @@ fn trust_levels(
         };
         return (levels, why);
     }
+    if let Some(allowed) = &spec.allowed_trust_levels {
+        let mut levels = allowed.clone();
+        levels.sort();
+        levels.dedup();
+        let why = if levels.len() < TrustLevel::ALL.len() {
+            vec![Restricted::ServerPolicy]
+        } else {
+            Vec::new()
+        };
+        return (levels, why);
+    }
     let hints = tool.annotations.unwrap_or_default();
     let mut why = Vec::new();
     if !read_only && hints.destructive_hint != Some(false) {
@@ -768,23 +780,11 @@ fn trust_levels(
     if hints.open_world_hint == Some(true) {
         why.push(Restricted::OpenWorld);
     }
-    let defaults: &[TrustLevel] = if why.is_empty() {
-        &TrustLevel::ALL
+    let levels = if why.is_empty() {
+        TrustLevel::ALL.to_vec()
     } else {
-        &[TrustLevel::Creator]
+        vec![TrustLevel::Creator]
     };
-    let levels: Vec<TrustLevel> = defaults
-        .iter()
-        .copied()
-        .filter(|l| {
-            spec.allowed_trust_levels
-                .as_ref()
-                .is_none_or(|allowed| allowed.contains(l))
-        })
-        .collect();
-    if levels.len() < defaults.len() {
-        why.push(Restricted::ServerPolicy);
-    }
     (levels, why)
 }
 
@@ -1130,18 +1130,23 @@ mod tests {
                 &[Mutating, OpenWorld],
             ),
         ];
-        // The server's allowedTrustLevels narrows the default, never widens it.
+        // The server's allowedTrustLevels replaces the default: it narrows
+        // a read-only tool and widens a mutating or open-world one.
         cases.push(TrustCase {
             allowed: Some(vec![Creator, Agent]),
             ..case(None, true, &[Creator, Agent], &[ServerPolicy])
         });
         cases.push(TrustCase {
-            allowed: Some(vec![Creator, Agent]),
-            ..case(None, false, creator, &[Mutating])
+            allowed: Some(vec![Agent, Creator]),
+            ..case(None, false, &[Creator, Agent], &[ServerPolicy])
         });
         cases.push(TrustCase {
             allowed: Some(vec![Agent]),
-            ..case(None, false, &[], &[Mutating, ServerPolicy])
+            ..case(h(Some(true), None, Some(true)), false, &[Agent], &[ServerPolicy])
+        });
+        cases.push(TrustCase {
+            allowed: Some(TrustLevel::ALL.to_vec()),
+            ..case(h(Some(false), Some(true), Some(true)), false, all, &[])
         });
         // A tool policy sets the levels, and may widen them.
         cases.push(TrustCase {
