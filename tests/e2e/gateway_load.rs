@@ -1072,3 +1072,62 @@ async fn five_thousand_abandoned_sessions_leave_the_gateway_under_120_mb() {
         serve.stderr()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_its_session_limits_from_config_json_and_flags() {
+    let p = Project::empty();
+    p.write(
+        ".agents/config.json",
+        &json!({"gateway": {"max_sessions": 10, "max_sessions_per_token": 2}}).to_string(),
+    );
+    // Both caps set, the per-token one above the total: refused, in words.
+    let run = p.run(&[
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--max-sessions",
+        "1",
+        "--max-sessions-per-token",
+        "3",
+    ]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("the per-token session cap (3")
+            && run.stderr.contains("is larger than the total (1"),
+        "{}",
+        run.stderr
+    );
+    // config.json's caps, the flag's idle timeout.
+    let serve = Serve::launch_with(
+        p,
+        &[("CORE_AGENT_GATEWAY_TOKEN", TOKEN)],
+        &["--session-idle-timeout", "1"],
+    )
+    .await;
+    serve.wait_ready().await;
+    let health = serve.health().await;
+    assert_eq!(
+        health["sessions"],
+        json!({"open": 0, "max": 10, "max_per_token": 2}),
+        "{health}"
+    );
+    let first = serve.raw_session(TOKEN).await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    assert_eq!(serve.post(Some(TOKEN), Some(&first), &list).await.status(), 200);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(serve.post(Some(TOKEN), Some(&first), &list).await.status(), 404);
+    // A bad value in config.json names its field.
+    let p = Project::empty();
+    p.write(
+        ".agents/config.json",
+        &json!({"gateway": {"session_idle_timeout_secs": -5}}).to_string(),
+    );
+    let run = p.run(&["serve", "--http", "127.0.0.1:0"]);
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains("/gateway/session_idle_timeout_secs: expected a whole number of at least 1"),
+        "{}",
+        run.stderr
+    );
+}
