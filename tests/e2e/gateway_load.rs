@@ -1046,9 +1046,8 @@ async fn five_thousand_abandoned_sessions_leave_the_gateway_under_120_mb() {
     let rest = abandon_sessions(&url, TOKEN, 3000).await;
     let at_5000 = rss_kib(serve.pid());
     eprintln!(
-        "RSS: {before} KiB at start, {at_2000} KiB after 2,000 abandoned sessions \
-         ({} KiB each), {at_5000} KiB after 5,000",
-        at_2000.saturating_sub(before) / 2000
+        "RSS: {before} KiB at start, {at_2000} KiB after 2,000 abandoned sessions, \
+         {at_5000} KiB after 5,000"
     );
     // Every session opened: the oldest idle ones made room.
     for statuses in [&first, &rest] {
