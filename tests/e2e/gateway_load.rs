@@ -1013,7 +1013,8 @@ async fn abandon_sessions(url: &str, token: &str, count: usize) -> BTreeMap<u16,
                     .map(str::to_owned);
                 let _ = within(response.bytes()).await;
                 if let Some(id) = id {
-                    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+                    let initialized =
+                        json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
                     let response = within(post(Some(&id), initialized)).await.unwrap();
                     assert_eq!(response.status(), 202);
                 }
@@ -1112,9 +1113,15 @@ async fn serve_takes_its_session_limits_from_config_json_and_flags() {
     );
     let first = serve.raw_session(TOKEN).await;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
-    assert_eq!(serve.post(Some(TOKEN), Some(&first), &list).await.status(), 200);
+    assert_eq!(
+        serve.post(Some(TOKEN), Some(&first), &list).await.status(),
+        200
+    );
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(serve.post(Some(TOKEN), Some(&first), &list).await.status(), 404);
+    assert_eq!(
+        serve.post(Some(TOKEN), Some(&first), &list).await.status(),
+        404
+    );
     // A bad value in config.json names its field.
     let p = Project::empty();
     p.write(

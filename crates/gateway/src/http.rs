@@ -55,7 +55,9 @@ pub struct HttpOptions {
     /// Failed bearer checks one address may make within
     /// [`HttpOptions::auth_failure_window`]; past that, its failures are
     /// answered 429 with `Retry-After` until the window ends. Requests with
-    /// a valid token are never held back.
+    /// a valid token are never held back. The address is the peer's, as
+    /// [`Gateway::serve_http`] passes it (`ConnectInfo<SocketAddr>`); a
+    /// router from [`Gateway::http_router`] served without it is not throttled.
     pub auth_failures_allowed: u32,
     /// The window of [`HttpOptions::auth_failures_allowed`].
     pub auth_failure_window: Duration,
@@ -281,10 +283,14 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     }
     let posting = request.method() == http::Method::POST;
     request.extensions_mut().insert(caller.clone());
-    let opening = Opening::new(&caller.name);
-    let refused = opening.refused.clone();
-    let mut response = OPENING.scope(opening, next.run(request)).await;
-    if let Some(refusal) = refused.get() {
+    // Only a POST without a session id can open one (`initialize`).
+    let opening = (posting && session.is_none()).then(|| Opening::new(&caller.name));
+    let refused = opening.as_ref().map(|o| o.refused.clone());
+    let mut response = match opening {
+        Some(opening) => OPENING.scope(opening, next.run(request)).await,
+        None => next.run(request).await,
+    };
+    if let Some(refusal) = refused.as_ref().and_then(|r| r.get()) {
         let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, &refusal.to_string());
         response
             .headers_mut()

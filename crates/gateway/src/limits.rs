@@ -403,8 +403,10 @@ impl Throttle {
             };
         }
         entry.count = entry.count.saturating_add(1);
-        (entry.count > self.allowed)
-            .then(|| self.window.saturating_sub(now.saturating_duration_since(entry.since)))
+        (entry.count > self.allowed).then(|| {
+            self.window
+                .saturating_sub(now.saturating_duration_since(entry.since))
+        })
     }
 
     /// Addresses remembered now.
@@ -528,6 +530,10 @@ mod tests {
         assert_eq!(throttle.remembered(), Throttle::ADDRESSES);
         // The newest are the ones kept.
         let newest = IpAddr::from((Throttle::ADDRESSES as u32 + 99).to_be_bytes());
-        assert!(throttle.failed(newest, t0 + Duration::from_secs(1)).is_some());
+        assert!(
+            throttle
+                .failed(newest, t0 + Duration::from_secs(1))
+                .is_some()
+        );
     }
 }

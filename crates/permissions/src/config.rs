@@ -143,9 +143,12 @@ impl PermissionsConfig {
                 let per_token = cx.positive(gateway, "/gateway", "max_sessions_per_token");
                 let idle = cx.positive(gateway, "/gateway", "session_idle_timeout_secs");
                 let limits = &mut config.gateway_limits;
-                limits.max_sessions = limits.max_sessions.or(max.and_then(|n| usize::try_from(n).ok()));
-                limits.max_sessions_per_token =
-                    limits.max_sessions_per_token.or(per_token.and_then(|n| usize::try_from(n).ok()));
+                limits.max_sessions = limits
+                    .max_sessions
+                    .or(max.and_then(|n| usize::try_from(n).ok()));
+                limits.max_sessions_per_token = limits
+                    .max_sessions_per_token
+                    .or(per_token.and_then(|n| usize::try_from(n).ok()));
                 limits.session_idle_timeout_secs = limits.session_idle_timeout_secs.or(idle);
             }
             if let Some(perms) = root
