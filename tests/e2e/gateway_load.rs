@@ -65,8 +65,15 @@ impl Serve {
 
     /// [`Serve::start`] without waiting for the backends.
     async fn launch(project: Project, env: &[(&str, &str)]) -> Serve {
+        Serve::launch_with(project, env, &[]).await
+    }
+
+    /// [`Serve::launch`] with more arguments to `serve`.
+    async fn launch_with(project: Project, env: &[(&str, &str)], args: &[&str]) -> Serve {
         let pid_file = Serve::pid_file_of(&project);
-        let mut cmd = project.command(&["serve", "--http", "127.0.0.1:0", "--mode", "yolo"]);
+        let mut all = vec!["serve", "--http", "127.0.0.1:0", "--mode", "yolo"];
+        all.extend_from_slice(args);
+        let mut cmd = project.command(&all);
         cmd.env_remove("CORE_AGENT_GATEWAY_TOKEN")
             .envs(env.iter().copied())
             .stdout(Stdio::null())
@@ -954,4 +961,179 @@ async fn a_backends_form_and_url_elicitations_reach_the_calling_client() {
     assert!(asked[0]["requestedSchema"]["properties"]["name"].is_object());
     assert_eq!(asked[1]["mode"], "url", "{asked:?}");
     assert_eq!(asked[1]["url"], "https://example.com/consent");
+}
+
+/// The resident memory of process `pid`, in KiB (`VmRSS`).
+fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status"))
+}
+
+/// Opens `count` MCP sessions with raw requests (`initialize`, then
+/// `notifications/initialized`) that then go away without a `DELETE`, 16 at
+/// a time; the statuses of the `initialize` answers, counted.
+async fn abandon_sessions(url: &str, token: &str, count: usize) -> BTreeMap<u16, usize> {
+    const AT_ONCE: usize = 16;
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..AT_ONCE {
+        let (url, token) = (url.to_owned(), token.to_owned());
+        let share = count / AT_ONCE + usize::from(w < count % AT_ONCE);
+        workers.spawn(async move {
+            let client = http();
+            let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+            for _ in 0..share {
+                let post = |session: Option<&str>, body: Value| {
+                    let mut request = client
+                        .post(&url)
+                        .bearer_auth(&token)
+                        .header("content-type", "application/json")
+                        .header("accept", "application/json, text/event-stream")
+                        .header("mcp-protocol-version", PROTOCOL)
+                        .body(body.to_string());
+                    if let Some(session) = session {
+                        request = request.header("mcp-session-id", session);
+                    }
+                    request.send()
+                };
+                let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "abandoned", "version": "0"},
+                }});
+                let response = within(post(None, init)).await.unwrap();
+                *statuses.entry(response.status().as_u16()).or_default() += 1;
+                let id = response
+                    .headers()
+                    .get("mcp-session-id")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let _ = within(response.bytes()).await;
+                if let Some(id) = id {
+                    let initialized =
+                        json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+                    let response = within(post(Some(&id), initialized)).await.unwrap();
+                    assert_eq!(response.status(), 202);
+                }
+            }
+            statuses
+        });
+    }
+    let mut statuses = BTreeMap::new();
+    while let Some(done) = workers.join_next().await {
+        for (status, n) in done.unwrap() {
+            *statuses.entry(status).or_default() += n;
+        }
+    }
+    statuses
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_thousand_abandoned_sessions_leave_the_gateway_under_120_mb() {
+    let p = Project::empty();
+    let pids = Serve::pid_file_of(&p);
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"a": load_backend(&pids)}}).to_string(),
+    );
+    let serve = Serve::start(p, &[("CORE_AGENT_GATEWAY_TOKEN", TOKEN)]).await;
+    let url = serve.url();
+    let before = rss_kib(serve.pid());
+    let first = abandon_sessions(&url, TOKEN, 2000).await;
+    let at_2000 = rss_kib(serve.pid());
+    let rest = abandon_sessions(&url, TOKEN, 3000).await;
+    let at_5000 = rss_kib(serve.pid());
+    eprintln!(
+        "RSS: {before} KiB at start, {at_2000} KiB after 2,000 abandoned sessions, \
+         {at_5000} KiB after 5,000"
+    );
+    // Every session opened: the oldest idle ones made room.
+    for statuses in [&first, &rest] {
+        assert_eq!(statuses.keys().collect::<Vec<_>>(), [&200], "{statuses:?}");
+    }
+    assert!(
+        at_5000 * 1024 < 120 * 1000 * 1000,
+        "RSS {at_5000} KiB after 5,000 abandoned sessions"
+    );
+    // The gateway still serves, and says how many sessions it holds.
+    let client = serve.client(TOKEN, ()).await;
+    let (got, _) = echoed(&call(&client, "a_echo", json!({"text": "still here"})).await);
+    assert_eq!(got, "still here");
+    let health = serve.health().await;
+    let open = health["sessions"]["open"].as_u64().unwrap();
+    let max = health["sessions"]["max"].as_u64().unwrap();
+    assert!(open <= max && max < 5000, "{health}");
+    assert!(
+        serve.stderr().contains("closed the idle session"),
+        "no eviction was logged:\n{}",
+        serve.stderr()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_takes_its_session_limits_from_config_json_and_flags() {
+    let p = Project::empty();
+    p.write(
+        ".agents/config.json",
+        &json!({"gateway": {"max_sessions": 10, "max_sessions_per_token": 2}}).to_string(),
+    );
+    // Both caps set, the per-token one above the total: refused, in words.
+    let run = p.run(&[
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--max-sessions",
+        "1",
+        "--max-sessions-per-token",
+        "3",
+    ]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("the per-token session cap (3")
+            && run.stderr.contains("is larger than the total (1"),
+        "{}",
+        run.stderr
+    );
+    // config.json's caps, the flag's idle timeout.
+    let serve = Serve::launch_with(
+        p,
+        &[("CORE_AGENT_GATEWAY_TOKEN", TOKEN)],
+        &["--session-idle-timeout", "1"],
+    )
+    .await;
+    serve.wait_ready().await;
+    let health = serve.health().await;
+    assert_eq!(
+        health["sessions"],
+        json!({"open": 0, "max": 10, "max_per_token": 2}),
+        "{health}"
+    );
+    let first = serve.raw_session(TOKEN).await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    assert_eq!(
+        serve.post(Some(TOKEN), Some(&first), &list).await.status(),
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        serve.post(Some(TOKEN), Some(&first), &list).await.status(),
+        404
+    );
+    // A bad value in config.json names its field.
+    let p = Project::empty();
+    p.write(
+        ".agents/config.json",
+        &json!({"gateway": {"session_idle_timeout_secs": -5}}).to_string(),
+    );
+    let run = p.run(&["serve", "--http", "127.0.0.1:0"]);
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains("/gateway/session_idle_timeout_secs: expected a whole number of at least 1"),
+        "{}",
+        run.stderr
+    );
 }

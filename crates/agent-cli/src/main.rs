@@ -217,6 +217,18 @@ enum Command {
         /// Also accept this name in the Host header (repeatable; loopback names always are).
         #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
         allow_host: Vec<String>,
+        /// Open MCP sessions at most, over every token (default 512, or
+        /// gateway.max_sessions); past it, the session idle the longest is closed.
+        #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+        max_sessions: Option<u32>,
+        /// Open MCP sessions at most per token (default 128, or
+        /// gateway.max_sessions_per_token); past it, that token's session idle the longest is closed.
+        #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+        max_sessions_per_token: Option<u32>,
+        /// Close an MCP session idle this many seconds (default 1800, or
+        /// gateway.session_idle_timeout_secs).
+        #[arg(long, value_name = "SECS", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+        session_idle_timeout: Option<u32>,
         /// Override the configured permission mode for every session.
         #[arg(long, value_enum)]
         mode: Option<ModeArg>,
@@ -631,6 +643,7 @@ async fn run(cli: Cli) -> u8 {
         }
     };
     let gateway_tokens = permissions.gateway_tokens.clone();
+    let gateway_limits = permissions.gateway_limits;
     let HostConfig {
         mut options,
         notices,
@@ -679,6 +692,9 @@ async fn run(cli: Cli) -> u8 {
         http,
         no_auth,
         allow_host,
+        max_sessions,
+        max_sessions_per_token,
+        session_idle_timeout,
         mode,
         parent_model,
     } = &cli.command
@@ -701,6 +717,18 @@ async fn run(cli: Cli) -> u8 {
             http: *http,
             no_auth: *no_auth,
             allow_hosts: allow_host.clone(),
+            // A flag wins over config.json.
+            limits: core_agent_permissions::GatewayLimits {
+                max_sessions: max_sessions
+                    .map(|n| n as usize)
+                    .or(gateway_limits.max_sessions),
+                max_sessions_per_token: max_sessions_per_token
+                    .map(|n| n as usize)
+                    .or(gateway_limits.max_sessions_per_token),
+                session_idle_timeout_secs: session_idle_timeout
+                    .map(u64::from)
+                    .or(gateway_limits.session_idle_timeout_secs),
+            },
             level: cli.global.trust_level.level(),
             drain: call_timeout.unwrap_or(Duration::from_secs(30)),
             warned: warned.clone(),

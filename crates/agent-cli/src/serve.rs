@@ -8,7 +8,7 @@ use std::time::Duration;
 use core_agent_gateway::{Auth, Gateway, GatewayOptions, HttpOptions, Token};
 use core_agent_host::Host;
 use core_agent_mcp_config::TrustLevel;
-use core_agent_permissions::GatewayToken;
+use core_agent_permissions::{GatewayLimits, GatewayToken};
 
 use crate::{FAILED, StopSignals, USAGE};
 
@@ -21,6 +21,8 @@ pub(crate) struct ServeArgs {
     pub(crate) http: Option<SocketAddr>,
     pub(crate) no_auth: bool,
     pub(crate) allow_hosts: Vec<String>,
+    /// The session caps and idle timeout (flags over `config.json`).
+    pub(crate) limits: GatewayLimits,
     pub(crate) level: TrustLevel,
     pub(crate) drain: Duration,
     /// Where the catalog's warnings are printed, once each, as they come.
@@ -73,6 +75,10 @@ pub(crate) async fn serve(
     };
     let mut http = HttpOptions::new(auth);
     http.allowed_hosts.extend(args.allow_hosts.iter().cloned());
+    if let Err(message) = limit_sessions(&mut http, &args.limits) {
+        eprintln!("core-agent: serve: {message}");
+        return USAGE;
+    }
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -117,6 +123,29 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Applies the session caps and the idle timeout; a per-token cap above the
+/// total, both set, is refused (it could never be reached).
+fn limit_sessions(http: &mut HttpOptions, limits: &GatewayLimits) -> Result<(), String> {
+    if let (Some(total), Some(per_token)) = (limits.max_sessions, limits.max_sessions_per_token)
+        && per_token > total
+    {
+        return Err(format!(
+            "the per-token session cap ({per_token}, gateway.max_sessions_per_token or --max-sessions-per-token) is larger than the total ({total}, gateway.max_sessions or --max-sessions); lower it, or raise the total"
+        ));
+    }
+    if let Some(total) = limits.max_sessions {
+        http.max_sessions = total;
+        http.max_sessions_per_token = http.max_sessions_per_token.min(total);
+    }
+    if let Some(per_token) = limits.max_sessions_per_token {
+        http.max_sessions_per_token = per_token;
+    }
+    if let Some(secs) = limits.session_idle_timeout_secs {
+        http.session_idle = Duration::from_secs(secs);
+    }
+    Ok(())
 }
 
 /// Who may connect: nobody checked (`--no-auth`, loopback only), else the

@@ -1,13 +1,14 @@
 //! Streamable HTTP: rmcp's MCP endpoint at `/mcp`, the sessions API and
 //! `/health`, behind a guard that checks the `Host` header, the bearer
-//! token, and that a session is used only with the token that opened it.
+//! token (throttling an address that keeps failing it), and that a session
+//! is used only with the token that opened it; open sessions are capped.
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -26,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Gateway;
 use crate::auth::{Auth, Caller};
+use crate::limits::{BoundedSessions, Caps, OPENING, Opening, Throttle};
 use crate::registry::SessionInfo;
 use crate::session::McpSession;
 
@@ -44,10 +46,34 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// A session idle this long is closed; later requests with its id get 404.
     pub session_idle: Duration,
+    /// Open MCP sessions over every token, at most: a new one past it
+    /// closes the session idle the longest (503 when every one is busy).
+    pub max_sessions: usize,
+    /// Open MCP sessions of one token, at most: a new one past it closes
+    /// that token's session idle the longest (503 when every one is busy).
+    pub max_sessions_per_token: usize,
+    /// Failed bearer checks one address may make within
+    /// [`HttpOptions::auth_failure_window`]; past that, its failures are
+    /// answered 429 with `Retry-After` until the window ends. Requests with
+    /// a valid token are never held back. The address is the peer's, as
+    /// [`Gateway::serve_http`] passes it (`ConnectInfo<SocketAddr>`); a
+    /// router from [`Gateway::http_router`] served without it is not throttled.
+    pub auth_failures_allowed: u32,
+    /// The window of [`HttpOptions::auth_failures_allowed`].
+    pub auth_failure_window: Duration,
 }
 
 impl HttpOptions {
-    /// Loopback hosts only, 4 MiB bodies, sessions closed after 30 idle minutes.
+    /// Sessions closed after this long idle, by default (30 minutes).
+    pub const SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+    /// Open sessions over every token, by default.
+    pub const MAX_SESSIONS: usize = 512;
+    /// Open sessions of one token, by default.
+    pub const MAX_SESSIONS_PER_TOKEN: usize = 128;
+
+    /// Loopback hosts only, 4 MiB bodies, sessions closed after 30 idle
+    /// minutes, at most 512 open sessions (128 per token), and 20 failed
+    /// bearer checks per address per minute.
     pub fn new(auth: Auth) -> HttpOptions {
         HttpOptions {
             auth,
@@ -55,7 +81,11 @@ impl HttpOptions {
                 .map(str::to_owned)
                 .to_vec(),
             max_body_bytes: 4 * 1024 * 1024,
-            session_idle: Duration::from_secs(30 * 60),
+            session_idle: HttpOptions::SESSION_IDLE,
+            max_sessions: HttpOptions::MAX_SESSIONS,
+            max_sessions_per_token: HttpOptions::MAX_SESSIONS_PER_TOKEN,
+            auth_failures_allowed: 20,
+            auth_failure_window: Duration::from_secs(60),
         }
     }
 }
@@ -64,8 +94,9 @@ impl HttpOptions {
 struct HttpState {
     gateway: Gateway,
     options: HttpOptions,
-    /// MCP session id → the name of the token that opened it.
-    owners: Mutex<HashMap<String, String>>,
+    /// The MCP sessions, their caps, and the token that opened each.
+    sessions: Arc<BoundedSessions>,
+    throttle: Throttle,
 }
 
 impl Gateway {
@@ -86,16 +117,24 @@ impl Gateway {
             .with_cancellation_token(stop);
         let mut manager = LocalSessionManager::default();
         manager.session_config.keep_alive = Some(options.session_idle);
+        let sessions = Arc::new(BoundedSessions::new(
+            manager,
+            Caps {
+                total: options.max_sessions.max(1),
+                per_token: options.max_sessions_per_token.max(1),
+            },
+        ));
         let gateway = self.clone();
         let mcp = StreamableHttpService::new(
             move || Ok(McpSession::new(gateway.clone(), fixed.clone())),
-            Arc::new(manager),
+            sessions.clone(),
             config,
         );
         let state = Arc::new(HttpState {
             gateway: self.clone(),
+            throttle: Throttle::new(options.auth_failures_allowed, options.auth_failure_window),
             options,
-            owners: Mutex::new(HashMap::new()),
+            sessions,
         });
         Router::new()
             .route("/sessions", get(list_sessions))
@@ -134,7 +173,8 @@ impl Gateway {
                 tracing::debug!("cannot set TCP_NODELAY: {e}");
             }
         });
-        let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let app = router.into_make_service_with_connect_info::<SocketAddr>();
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
             shutdown.await;
             // Stop accepting now; close the sessions once their calls ended.
             tokio::spawn(async move {
@@ -189,15 +229,32 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
     })
 }
 
-/// Checks the bearer token (401 without a valid one) and the session's
-/// owner (403 when another token opened it), then records who opened a new
-/// session and forgets sessions that ended.
+/// Checks the bearer token (401 without a valid one; 429 once an address
+/// failed too often) and the session's owner (403 when another token opened
+/// it); a new session past the caps that cannot make room gets 503.
 async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
     let Some(caller) = state.options.auth.caller(authorization) else {
+        let address = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(a)| a.ip());
+        if let Some(wait) = address.and_then(|ip| state.throttle.failed(ip, Instant::now())) {
+            let seconds = wait.as_secs().max(1);
+            let mut response = problem(
+                StatusCode::TOO_MANY_REQUESTS,
+                &format!(
+                    "too many requests without a valid bearer token from this address; retry in {seconds} s with the right token"
+                ),
+            );
+            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            return response;
+        }
         let mut response = problem(
             StatusCode::UNAUTHORIZED,
             "a bearer token is required: send `Authorization: Bearer <token>` (the token core-agent serve printed at start, or CORE_AGENT_GATEWAY_TOKEN, or one of config.json's gateway.tokens)",
@@ -213,38 +270,35 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if let Some(id) = &session {
-        let owner = state.owners.lock().ok().and_then(|o| o.get(id).cloned());
-        if owner.is_some_and(|owner| owner != caller.name) {
-            return problem(
-                StatusCode::FORBIDDEN,
-                "this MCP session was opened with another token; open your own session",
-            );
-        }
+    if let Some(id) = &session
+        && state
+            .sessions
+            .owner(id)
+            .is_some_and(|owner| owner != caller.name)
+    {
+        return problem(
+            StatusCode::FORBIDDEN,
+            "this MCP session was opened with another token; open your own session",
+        );
     }
-    let deleting = request.method() == http::Method::DELETE;
     let posting = request.method() == http::Method::POST;
     request.extensions_mut().insert(caller.clone());
-    let mut response = next.run(request).await;
+    // Only a POST without a session id can open one (`initialize`).
+    let opening = (posting && session.is_none()).then(|| Opening::new(&caller.name));
+    let refused = opening.as_ref().map(|o| o.refused.clone());
+    let mut response = match opening {
+        Some(opening) => OPENING.scope(opening, next.run(request)).await,
+        None => next.run(request).await,
+    };
+    if let Some(refusal) = refused.as_ref().and_then(|r| r.get()) {
+        let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, &refusal.to_string());
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return response;
+    }
     if posting && is_event_stream(&response) {
         response = draining_waits_for(response, &state.gateway);
-    }
-    if let Ok(mut owners) = state.owners.lock() {
-        match &session {
-            None => {
-                if let Some(id) = response
-                    .headers()
-                    .get(SESSION_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                {
-                    owners.insert(id.to_owned(), caller.name.clone());
-                }
-            }
-            Some(id) if deleting || response.status() == StatusCode::NOT_FOUND => {
-                owners.remove(id);
-            }
-            Some(_) => {}
-        }
     }
     response
 }
@@ -291,6 +345,11 @@ async fn health(State(state): State<Arc<HttpState>>) -> Response {
         "servers": servers,
         "starting": starting,
         "calls_in_flight": state.gateway.inner.registry.in_flight(),
+        "sessions": {
+            "open": state.sessions.open(),
+            "max": state.sessions.caps().total,
+            "max_per_token": state.sessions.caps().per_token,
+        },
         "warnings": host.warnings(),
     }))
     .into_response()

@@ -3,6 +3,7 @@
 mod auth;
 mod elicit;
 mod http;
+mod limits;
 mod prompt;
 mod registry;
 mod session;

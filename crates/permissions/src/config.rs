@@ -56,6 +56,22 @@ pub struct PermissionsConfig {
     /// `gateway.tokens`: who may connect to `core-agent serve --http`, by
     /// name; a name in the project file wins over the same name in the user file.
     pub gateway_tokens: Vec<GatewayToken>,
+    /// `gateway.max_sessions`, `gateway.max_sessions_per_token` and
+    /// `gateway.session_idle_timeout_secs`; each as the project file sets
+    /// it, else the user file, else unset (the gateway's default).
+    pub gateway_limits: GatewayLimits,
+}
+
+/// How many MCP sessions `core-agent serve --http` holds, and for how long
+/// an idle one lives (`gateway.*` in `config.json`); `None`: the default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GatewayLimits {
+    /// `gateway.max_sessions`: open sessions over every token.
+    pub max_sessions: Option<usize>,
+    /// `gateway.max_sessions_per_token`: open sessions of one token.
+    pub max_sessions_per_token: Option<usize>,
+    /// `gateway.session_idle_timeout_secs`: seconds an idle session lives.
+    pub session_idle_timeout_secs: Option<u64>,
 }
 
 /// One bearer token of the gateway (`gateway.tokens.<name>` in `config.json`):
@@ -122,6 +138,18 @@ impl PermissionsConfig {
                         config.gateway_tokens.push(token);
                     }
                 }
+                // The first file that sets a limit wins (the project's).
+                let max = cx.positive(gateway, "/gateway", "max_sessions");
+                let per_token = cx.positive(gateway, "/gateway", "max_sessions_per_token");
+                let idle = cx.positive(gateway, "/gateway", "session_idle_timeout_secs");
+                let limits = &mut config.gateway_limits;
+                limits.max_sessions = limits
+                    .max_sessions
+                    .or(max.and_then(|n| usize::try_from(n).ok()));
+                limits.max_sessions_per_token = limits
+                    .max_sessions_per_token
+                    .or(per_token.and_then(|n| usize::try_from(n).ok()));
+                limits.session_idle_timeout_secs = limits.session_idle_timeout_secs.or(idle);
             }
             if let Some(perms) = root
                 .get("permissions")
@@ -243,10 +271,36 @@ impl Cx<'_> {
         }
     }
 
+    /// `obj[key]` when it is a whole number from 1 to 2^32 - 1; a problem when
+    /// it is anything else; `None` when it is absent.
+    fn positive(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Option<u64> {
+        let v = obj.get(key)?;
+        match v.as_u64() {
+            Some(n) if (1..=u64::from(u32::MAX)).contains(&n) => Some(n),
+            _ => {
+                self.problem(
+                    &format!("{base}/{key}"),
+                    &format!("expected a whole number of at least 1, not {v}"),
+                    &format!("write \"{key}\": 100 (no quotes), or remove it for the default"),
+                );
+                None
+            }
+        }
+    }
+
     /// `gateway: {"tokens": {"<name>": {"env": "VAR", "trust_level": "public"}}}`.
     fn gateway_tokens(&mut self, gateway: &Map<String, Value>) -> Vec<GatewayToken> {
         use core_agent_mcp_config::TrustLevel;
-        self.keys(gateway, "/gateway", &["tokens"]);
+        self.keys(
+            gateway,
+            "/gateway",
+            &[
+                "tokens",
+                "max_sessions",
+                "max_sessions_per_token",
+                "session_idle_timeout_secs",
+            ],
+        );
         let Some(tokens) = gateway
             .get("tokens")
             .and_then(|v| self.object(v, "/gateway/tokens"))

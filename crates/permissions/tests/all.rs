@@ -131,6 +131,46 @@ fn gateway_tokens_map_names_to_env_vars_and_trust_levels_project_first() {
 }
 
 #[test]
+fn gateway_session_limits_are_read_project_first() {
+    let (_d, p, u) = files(
+        Some(r#"{"gateway": {"max_sessions": 40, "session_idle_timeout_secs": 90}}"#),
+        Some(r#"{"gateway": {"max_sessions": 7, "max_sessions_per_token": 5}}"#),
+    );
+    let c = PermissionsConfig::load(&p, Some(&u)).unwrap();
+    assert_eq!(
+        c.gateway_limits,
+        core_agent_permissions::GatewayLimits {
+            max_sessions: Some(40),
+            max_sessions_per_token: Some(5),
+            session_idle_timeout_secs: Some(90),
+        }
+    );
+    let (_d, p, _u) = files(Some("{}"), None);
+    let c = PermissionsConfig::load(&p, None).unwrap();
+    assert_eq!(c.gateway_limits, Default::default());
+}
+
+#[test]
+fn a_bad_gateway_session_limit_names_the_field_and_the_fix() {
+    let (_d, p, _u) = files(
+        Some(
+            r#"{"gateway": {"max_sessions": 0, "max_sessions_per_token": "10", "session_idle_timeout_secs": 1.5, "max_session": 3}}"#,
+        ),
+        None,
+    );
+    let err = PermissionsConfig::load(&p, None).unwrap_err().to_string();
+    for want in [
+        "/gateway/max_sessions: expected a whole number of at least 1, not 0",
+        "/gateway/max_sessions_per_token: expected a whole number of at least 1, not \"10\"",
+        "write \"max_sessions_per_token\": 100 (no quotes)",
+        "/gateway/session_idle_timeout_secs: expected a whole number of at least 1, not 1.5",
+        "/gateway/max_session: unknown field `max_session`; did you mean `max_sessions`?",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+}
+
+#[test]
 fn a_bad_gateway_token_names_the_field_and_the_fix() {
     let (_d, p, _u) = files(
         Some(
