@@ -658,11 +658,18 @@ async fn the_sessions_api_reports_usage_and_context_after_real_calls() {
     assert_eq!(status, 200, "{usage}");
     // Every method is listed, at zero (the spec's shape).
     let methods = [
-        "structural_json", "passthrough", "llm_fallback", "structural_diff",
-        "structural_log", "structural_csv", "structural_jsonl",
+        "structural_json",
+        "passthrough",
+        "llm_fallback",
+        "structural_diff",
+        "structural_log",
+        "structural_csv",
+        "structural_jsonl",
     ];
-    let zero_methods: serde_json::Map<String, Value> =
-        methods.iter().map(|m| ((*m).to_owned(), json!(0))).collect();
+    let zero_methods: serde_json::Map<String, Value> = methods
+        .iter()
+        .map(|m| ((*m).to_owned(), json!(0)))
+        .collect();
     assert_eq!(
         usage,
         json!({"session": idle_id, "digest_methods": {"counts": zero_methods, "bytes_saved": zero_methods}})
@@ -719,7 +726,10 @@ async fn the_sessions_api_reports_usage_and_context_after_real_calls() {
     assert_eq!(context["digest_savings"], want, "{context}");
     // The idle session's telemetry did not move.
     let (_, usage) = serve.get(&format!("/sessions/{idle_id}/usage")).await;
-    assert_eq!(usage["digest_methods"]["counts"], Value::Object(zero_methods));
+    assert_eq!(
+        usage["digest_methods"]["counts"],
+        Value::Object(zero_methods)
+    );
     drop((idle, busy));
 }
 

@@ -1142,7 +1142,12 @@ mod tests {
         });
         cases.push(TrustCase {
             allowed: Some(vec![Agent]),
-            ..case(h(Some(true), None, Some(true)), false, &[Agent], &[ServerPolicy])
+            ..case(
+                h(Some(true), None, Some(true)),
+                false,
+                &[Agent],
+                &[ServerPolicy],
+            )
         });
         cases.push(TrustCase {
             allowed: Some(TrustLevel::ALL.to_vec()),
