@@ -751,26 +751,10 @@ fn trust_levels(
     read_only: bool,
 ) -> (Vec<TrustLevel>, Vec<Restricted>) {
     if let Some(explicit) = spec.tool_policies.get(&tool.name) {
-        let mut levels = explicit.clone();
-        levels.sort();
-        levels.dedup();
-        let why = if levels.len() < TrustLevel::ALL.len() {
-            vec![Restricted::ToolPolicy]
-        } else {
-            Vec::new()
-        };
-        return (levels, why);
+        return operators(explicit, Restricted::ToolPolicy);
     }
     if let Some(allowed) = &spec.allowed_trust_levels {
-        let mut levels = allowed.clone();
-        levels.sort();
-        levels.dedup();
-        let why = if levels.len() < TrustLevel::ALL.len() {
-            vec![Restricted::ServerPolicy]
-        } else {
-            Vec::new()
-        };
-        return (levels, why);
+        return operators(allowed, Restricted::ServerPolicy);
     }
     let hints = tool.annotations.unwrap_or_default();
     let mut why = Vec::new();
@@ -784,6 +768,20 @@ fn trust_levels(
         TrustLevel::ALL.to_vec()
     } else {
         vec![TrustLevel::Creator]
+    };
+    (levels, why)
+}
+
+/// Levels the operator set, sorted and once each, restricted by `reason`
+/// when they leave a level out.
+fn operators(levels: &[TrustLevel], reason: Restricted) -> (Vec<TrustLevel>, Vec<Restricted>) {
+    let mut levels = levels.to_vec();
+    levels.sort();
+    levels.dedup();
+    let why = if levels.len() < TrustLevel::ALL.len() {
+        vec![reason]
+    } else {
+        Vec::new()
     };
     (levels, why)
 }
