@@ -18,4 +18,17 @@ pub enum Error {
         /// The id.
         call_id: String,
     },
+    /// A payload is larger than the in-memory store's whole byte budget, so
+    /// it is not kept.
+    #[error(
+        "raw store: the payload of `{call_id}` is {bytes} bytes, more than the in-memory store's whole budget of {budget} bytes, so it is not kept; raise the budget or keep payloads in a session database"
+    )]
+    OverBudget {
+        /// The id.
+        call_id: String,
+        /// The bytes it counts (payload and ids).
+        bytes: u64,
+        /// The store's budget.
+        budget: u64,
+    },
 }

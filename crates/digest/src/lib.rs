@@ -22,5 +22,7 @@ pub use prune::{Limits, Malformed, PruneStats, is_identifier_key, prune, prune_w
 pub use route::{Digested, Method, PROSE_WRAPPER_STRINGS, Settings, extract, passthrough, route};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
-pub use store::{MemoryStore, RawRecord, Store, new_call_id, new_session_id};
+pub use store::{
+    DEFAULT_RAW_BUDGET, Evicted, MemoryStore, RawRecord, Store, new_call_id, new_session_id,
+};
 pub use telemetry::{DigestEvent, DigestMethods, DigestSavings, LlmUsage, Usage};
