@@ -201,7 +201,9 @@ impl Store for MemoryStore {
         }
         raw.bytes += bytes;
         raw.order.push_back(record.call_id.clone());
-        *raw.per_session.entry(record.session_id.clone()).or_default() += 1;
+        *raw.per_session
+            .entry(record.session_id.clone())
+            .or_default() += 1;
         raw.records.insert(record.call_id.clone(), record);
         Ok(())
     }
@@ -428,11 +430,21 @@ mod tests {
         store.put(record("call-1", "small")).unwrap();
         let err = store.put(record("call-2", &"x".repeat(300))).unwrap_err();
         assert!(
-            matches!(err, Error::OverBudget { bytes: 315, budget: 300, .. }),
+            matches!(
+                err,
+                Error::OverBudget {
+                    bytes: 315,
+                    budget: 300,
+                    ..
+                }
+            ),
             "{err}"
         );
         let text = err.to_string();
-        assert!(text.contains("call-2") && text.contains("300 bytes"), "{text}");
+        assert!(
+            text.contains("call-2") && text.contains("300 bytes"),
+            "{text}"
+        );
         assert!(store.get("call-1").unwrap().is_some());
         assert_eq!(store.get("call-2").unwrap(), None);
         assert_eq!(store.evicted().unwrap(), None);
@@ -479,7 +491,12 @@ mod tests {
         assert_eq!(store.owner("s-raw").unwrap().as_deref(), Some("alice"));
 
         store.claim("s-usage", "alice").unwrap();
-        store.record("s-usage", &DigestEvent::new(crate::Method::Passthrough, 10, 5)).unwrap();
+        store
+            .record(
+                "s-usage",
+                &DigestEvent::new(crate::Method::Passthrough, 10, 5),
+            )
+            .unwrap();
         store.release("s-usage").unwrap();
         assert_eq!(store.owner("s-usage").unwrap().as_deref(), Some("alice"));
         // Another owner still cannot take them.

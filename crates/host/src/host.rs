@@ -903,6 +903,19 @@ impl Host {
     }
 }
 
+impl Drop for Session {
+    /// Releases its claim in the store: an in-memory store then forgets the
+    /// owner of a session that stored nothing, so sessions that come and go
+    /// leave nothing behind.
+    fn drop(&mut self) {
+        if let (Some(_), Some(digest)) = (&self.owner, &self.digest) {
+            if let Err(e) = digest.store.release(&digest.session) {
+                tracing::warn!("the session's claim could not be released: {e}");
+            }
+        }
+    }
+}
+
 impl Session {
     /// The host this session calls through.
     pub fn host(&self) -> &Arc<Host> {
@@ -1205,9 +1218,19 @@ impl Session {
             .and_then(Value::as_str)
             .ok_or_else(|| bad("pass {\"call_id\": \"…\"} from a digest".to_owned()))?;
         let not_here = || {
-            bad(format!(
-                "no raw payload is stored under `{call_id}` in this session"
-            ))
+            let mut message = format!("no raw payload is stored under `{call_id}` in this session");
+            if let Ok(Some(evicted)) = digest.store.evicted() {
+                message.push_str(&format!(
+                    "; the in-memory store has dropped its {} oldest payloads ({} bytes) to keep \
+                     memory under its budget of {} bytes, so it may be one of them; a session \
+                     database keeps every payload",
+                    evicted.payloads, evicted.bytes, evicted.budget
+                ));
+                if let Some(note) = &digest.note {
+                    message.push_str(&format!(" ({note})"));
+                }
+            }
+            bad(message)
         };
         let record = digest
             .store

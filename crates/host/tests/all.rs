@@ -757,6 +757,111 @@ async fn retrieve_raw_reads_the_owners_other_sessions_only() {
     host.shutdown().await;
 }
 
+/// A session that stored nothing leaves no owner entry in an in-memory
+/// store once dropped (sessions that come and go do not grow it); one whose
+/// call was digested keeps its owner, and its owner's next session reads it.
+#[tokio::test]
+async fn a_dropped_session_that_stored_nothing_leaves_no_owner() {
+    use core_agent_digest::Store;
+    let store = std::sync::Arc::new(core_agent_digest::MemoryStore::new());
+    let options = HostOptions {
+        digest: Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store: store.clone(),
+            llm: None,
+        }),
+        ..HostOptions::default()
+    };
+    let host = start(vec![demo("demo")], options).await;
+    let owned = |id: &str| SessionOptions {
+        owner: Some("bot".to_owned()),
+        id: Some(id.to_owned()),
+        ..approving()
+    };
+    let idle = host.host.session(owned("session-idle"));
+    let small = idle
+        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .await
+        .unwrap();
+    assert_eq!(text(&small), "0.5", "under the threshold: nothing stored");
+    assert_eq!(store.owner("session-idle").unwrap().as_deref(), Some("bot"));
+    drop(idle);
+    assert_eq!(store.owner("session-idle").unwrap(), None);
+
+    let busy = host.host.session(owned("session-busy"));
+    let listed = busy
+        .call("demo_list_inventory", JsonObject::new())
+        .await
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
+    drop(busy);
+    assert_eq!(store.owner("session-busy").unwrap().as_deref(), Some("bot"));
+    assert_eq!(store.held().unwrap().1, 1, "only the busy session's owner");
+    let later = host.host.session(owned("session-later"));
+    let raw = later
+        .call(
+            "retrieve_raw",
+            args(json!({"call_id": envelope["call_id"], "pointer": "/total"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&raw), "200");
+    drop(later);
+    host.shutdown().await;
+}
+
+/// A payload the in-memory store dropped to stay under its budget: get
+/// says so, with the figures, and what keeps every payload.
+#[tokio::test]
+async fn retrieve_raw_of_a_dropped_payload_says_it_was_dropped_to_bound_memory() {
+    use core_agent_digest::Store;
+    let budget = 1024 * 1024;
+    let store = std::sync::Arc::new(core_agent_digest::MemoryStore::with_budget(budget));
+    let options = HostOptions {
+        digest: Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store: store.clone(),
+            llm: None,
+        }),
+        ..HostOptions::default()
+    };
+    let host = start(vec![demo("demo")], options).await;
+    let session = host.host.session(approving());
+    let listed = session
+        .call("demo_list_inventory", JsonObject::new())
+        .await
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
+    let call_id = envelope["call_id"].as_str().unwrap().to_owned();
+    // Another caller's big payload fills the budget: the older one goes.
+    store
+        .put(core_agent_digest::RawRecord {
+            call_id: "call-big".to_owned(),
+            session_id: "other".to_owned(),
+            server: "demo".to_owned(),
+            tool: "list_inventory".to_owned(),
+            created_ms: 0,
+            payload: "x".repeat(budget as usize - 100),
+        })
+        .unwrap();
+    assert_eq!(store.get(&call_id).unwrap(), None);
+    let err = session
+        .call("retrieve_raw", args(json!({"call_id": call_id})))
+        .await
+        .unwrap_err()
+        .to_string();
+    for said in [
+        "no raw payload is stored",
+        "dropped its 1 oldest payloads",
+        "budget of 1048576 bytes",
+        "a session database keeps every payload",
+    ] {
+        assert!(err.contains(said), "{said}: {err}");
+    }
+    drop(session);
+    host.shutdown().await;
+}
+
 /// The survey tools over `root`, with the default limits.
 fn survey_over(root: &std::path::Path) -> Option<core_agent_host::SurveyOptions> {
     Some(core_agent_host::SurveyOptions {
