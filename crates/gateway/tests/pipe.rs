@@ -79,6 +79,18 @@ struct Setup {
 /// The demo server behind a host in `ask` mode with `allow` patterns,
 /// served to a client of `level` over a pipe.
 async fn setup(level: TrustLevel, allow: &[&str], answer: &'static str, elicits: bool) -> Setup {
+    let host = start_host(allow, Arc::new(core_agent_digest::MemoryStore::new())).await;
+    let (client, asked, _) = connect(&host, level, answer, elicits).await;
+    Setup {
+        host,
+        client,
+        asked,
+    }
+}
+
+/// The demo server behind a host in `ask` mode with `allow` patterns,
+/// keeping raw payloads in `store`.
+async fn start_host(allow: &[&str], store: Arc<dyn core_agent_digest::Store>) -> Arc<Host> {
     let config = Config {
         servers: vec![ServerEntry {
             name: "demo".to_owned(),
@@ -105,20 +117,35 @@ async fn setup(level: TrustLevel, allow: &[&str], answer: &'static str, elicits:
         permissions,
         digest: Some(DigestOptions {
             settings: core_agent_digest::Settings::default(),
-            store: Arc::new(core_agent_digest::MemoryStore::new()),
+            store,
             llm: None,
         }),
         ..HostOptions::default()
     };
     let env: BTreeMap<String, String> = BTreeMap::new();
-    let host = Arc::new(Host::start(&config, &env, options, &|_, _| {}).await);
+    Arc::new(Host::start(&config, &env, options, &|_, _| {}).await)
+}
+
+/// A gateway session over a pipe to `host`, for a client of `level` named
+/// `pipe`: the client, its ask count, and the gateway's end (done when the
+/// session ends).
+async fn connect(
+    host: &Arc<Host>,
+    level: TrustLevel,
+    answer: &'static str,
+    elicits: bool,
+) -> (
+    RunningService<RoleClient, Client>,
+    Arc<AtomicUsize>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     let gateway = Gateway::new(host.clone(), GatewayOptions::default());
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
     let caller = Caller {
         name: "pipe".to_owned(),
         trust_level: level,
     };
-    tokio::spawn(async move { gateway.serve_io(ours, caller).await });
+    let served = tokio::spawn(async move { gateway.serve_io(ours, caller).await });
     let asked = Arc::new(AtomicUsize::new(0));
     let client = Client {
         answer,
@@ -128,11 +155,7 @@ async fn setup(level: TrustLevel, allow: &[&str], answer: &'static str, elicits:
     .serve(theirs)
     .await
     .unwrap();
-    Setup {
-        host,
-        client,
-        asked,
-    }
+    (client, asked, served)
 }
 
 fn call(name: &str, arguments: Value) -> CallToolRequestParams {
@@ -271,4 +294,45 @@ async fn a_large_result_is_a_digest_whose_raw_payload_comes_back() {
     assert!(serde_json::from_str::<Value>(&raw).is_ok());
     s.client.cancel().await.unwrap();
     s.host.shutdown().await;
+}
+
+/// Sessions that list tools and go away leave no owner entry in the
+/// in-memory store; a session whose call was digested keeps its owner, so
+/// the same caller's later sessions still read the payload.
+#[tokio::test]
+async fn sessions_that_list_tools_and_go_away_leave_nothing_in_the_store() {
+    let store = Arc::new(core_agent_digest::MemoryStore::new());
+    let host = start_host(&["mcp:demo_*", "builtin:retrieve_raw"], store.clone()).await;
+    for _ in 0..20 {
+        let (client, _, served) = connect(&host, TrustLevel::Creator, "no", true).await;
+        assert!(!client.list_all_tools().await.unwrap().is_empty());
+        client.cancel().await.unwrap();
+        served.await.unwrap().unwrap();
+    }
+    assert_eq!(store.held().unwrap(), (0, 0), "no payload, no owner");
+    let (client, _, served) = connect(&host, TrustLevel::Creator, "no", true).await;
+    let listed = client
+        .call_tool(call("demo_list_inventory", json!({})))
+        .await
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
+    client.cancel().await.unwrap();
+    served.await.unwrap().unwrap();
+    assert_eq!(
+        store.held().unwrap().1,
+        1,
+        "the digested session keeps its owner"
+    );
+    let (client, _, served) = connect(&host, TrustLevel::Creator, "no", true).await;
+    let raw = client
+        .call_tool(call(
+            "retrieve_raw",
+            json!({"call_id": envelope["call_id"], "pointer": "/total"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(text(&raw), "200");
+    client.cancel().await.unwrap();
+    served.await.unwrap().unwrap();
+    host.shutdown().await;
 }
