@@ -908,10 +908,10 @@ impl Drop for Session {
     /// owner of a session that stored nothing, so sessions that come and go
     /// leave nothing behind.
     fn drop(&mut self) {
-        if let (Some(_), Some(digest)) = (&self.owner, &self.digest) {
-            if let Err(e) = digest.store.release(&digest.session) {
-                tracing::warn!("the session's claim could not be released: {e}");
-            }
+        if let (Some(_), Some(digest)) = (&self.owner, &self.digest)
+            && let Err(e) = digest.store.release(&digest.session)
+        {
+            tracing::warn!("the session's claim could not be released: {e}");
         }
     }
 }
