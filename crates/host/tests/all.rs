@@ -757,6 +757,18 @@ async fn retrieve_raw_reads_the_owners_other_sessions_only() {
     host.shutdown().await;
 }
 
+/// Host options that digest with the default settings into `store`.
+fn digesting_into(store: std::sync::Arc<core_agent_digest::MemoryStore>) -> HostOptions {
+    HostOptions {
+        digest: Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store,
+            llm: None,
+        }),
+        ..HostOptions::default()
+    }
+}
+
 /// A session that stored nothing leaves no owner entry in an in-memory
 /// store once dropped (sessions that come and go do not grow it); one whose
 /// call was digested keeps its owner, and its owner's next session reads it.
@@ -764,15 +776,7 @@ async fn retrieve_raw_reads_the_owners_other_sessions_only() {
 async fn a_dropped_session_that_stored_nothing_leaves_no_owner() {
     use core_agent_digest::Store;
     let store = std::sync::Arc::new(core_agent_digest::MemoryStore::new());
-    let options = HostOptions {
-        digest: Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store: store.clone(),
-            llm: None,
-        }),
-        ..HostOptions::default()
-    };
-    let host = start(vec![demo("demo")], options).await;
+    let host = start(vec![demo("demo")], digesting_into(store.clone())).await;
     let owned = |id: &str| SessionOptions {
         owner: Some("bot".to_owned()),
         id: Some(id.to_owned()),
@@ -817,15 +821,7 @@ async fn retrieve_raw_of_a_dropped_payload_says_it_was_dropped_to_bound_memory()
     use core_agent_digest::Store;
     let budget = 1024 * 1024;
     let store = std::sync::Arc::new(core_agent_digest::MemoryStore::with_budget(budget));
-    let options = HostOptions {
-        digest: Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store: store.clone(),
-            llm: None,
-        }),
-        ..HostOptions::default()
-    };
-    let host = start(vec![demo("demo")], options).await;
+    let host = start(vec![demo("demo")], digesting_into(store.clone())).await;
     let session = host.host.session(approving());
     let listed = session
         .call("demo_list_inventory", JsonObject::new())
