@@ -120,6 +120,20 @@ fn a_large_result_is_digested_and_the_raw_payload_comes_back() {
     );
     assert_eq!(usage["digest_savings"]["structural_calls"], 1);
     assert_eq!(usage["digest_savings"]["parent_tokens_saved"], saved / 4);
+    // The text lists only the methods used, each count with its noun.
+    let run = p.run(&["usage", "--session", "e2e", "--session-db", db]);
+    run.expect_code(0);
+    let methods: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("bytes saved"))
+        .collect();
+    assert_eq!(
+        methods,
+        [format!("  structural_json  1 call, {saved} bytes saved")],
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]

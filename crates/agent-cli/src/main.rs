@@ -1163,15 +1163,15 @@ fn usage(db: Option<&Path>, session: Option<&str>, json: bool) -> u8 {
     }
     outln!("session {session}");
     // The JSON lists every method (the spec's shape); the text only those used.
-    for (method, count) in usage.digest_methods.counts.iter().filter(|(_, n)| **n > 0) {
+    for (method, calls) in usage.digest_methods.counts.iter().filter(|(_, n)| **n > 0) {
         let saved = usage
             .digest_methods
             .bytes_saved
             .get(method)
             .copied()
             .unwrap_or(0);
-        let calls = if *count == 1 { "call" } else { "calls" };
-        outln!("  {method:<16} {count} {calls}, {saved} bytes saved");
+        let calls = count(usize::try_from(*calls).unwrap_or(usize::MAX), "call");
+        outln!("  {method:<16} {calls}, {saved} bytes saved");
     }
     let s = &usage.digest_savings;
     outln!(
