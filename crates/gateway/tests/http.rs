@@ -12,24 +12,16 @@ use std::time::Duration;
 
 use core_agent_gateway::{Auth, Gateway, GatewayOptions, HttpOptions, Token};
 use core_agent_host::{Host, HostOptions};
-use core_agent_mcp_config::{
-    Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport, TrustLevel,
-};
+use core_agent_mcp_config::{Config, TrustLevel};
 use core_agent_permissions::{Mode, PermissionsConfig};
 use serde_json::{Value, json};
+
+mod common;
+use common::demo_entry;
 
 const A: &str = "token-a-0123456789abcdef";
 const B: &str = "token-b-0123456789abcdef";
 const PROTOCOL: &str = "2025-06-18";
-
-/// `<target>/debug/examples/demo_server`, built by `cargo test`.
-fn demo_server() -> String {
-    let exe = std::env::current_exe().unwrap();
-    let debug = exe.parent().unwrap().parent().unwrap();
-    let path = debug.join("examples").join("demo_server");
-    assert!(path.exists(), "{} is missing", path.display());
-    path.display().to_string()
-}
 
 /// A gateway listening on 127.0.0.1 with tokens `a` and `b`, its HTTP
 /// options set by `tune`; with the demo server behind it (in `ask` mode,
@@ -43,17 +35,7 @@ struct Served {
 async fn serve(demo: bool, tune: impl FnOnce(&mut HttpOptions)) -> Served {
     let mut config = Config::default();
     if demo {
-        config.servers.push(ServerEntry {
-            name: "demo".to_owned(),
-            scope: Scope::Project,
-            source: "mcp.json".into(),
-            dialect: Dialect::Core,
-            spec: ServerSpec::new(Transport::Stdio(StdioSpec {
-                command: demo_server(),
-                args: Vec::new(),
-                env: BTreeMap::new(),
-            })),
-        });
+        config.servers.push(demo_entry());
     }
     let options = HostOptions {
         permissions: PermissionsConfig {

@@ -10,9 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use core_agent_gateway::{Caller, Gateway, GatewayOptions};
 use core_agent_host::{DigestOptions, Host, HostOptions};
-use core_agent_mcp_config::{
-    Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport, TrustLevel,
-};
+use core_agent_mcp_config::{Config, TrustLevel};
 use core_agent_permissions::{Mode, Pattern, PermissionsConfig};
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
@@ -22,14 +20,8 @@ use rmcp::service::{RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-/// `<target>/debug/examples/demo_server`, built by `cargo test`.
-fn demo_server() -> String {
-    let exe = std::env::current_exe().unwrap();
-    let debug = exe.parent().unwrap().parent().unwrap();
-    let path = debug.join("examples").join("demo_server");
-    assert!(path.exists(), "{} is missing", path.display());
-    path.display().to_string()
-}
+mod common;
+use common::demo_entry;
 
 /// A client that answers every approval with `answer`, counting the asks.
 #[derive(Clone)]
@@ -92,17 +84,7 @@ async fn setup(level: TrustLevel, allow: &[&str], answer: &'static str, elicits:
 /// keeping raw payloads in `store`.
 async fn start_host(allow: &[&str], store: Arc<dyn core_agent_digest::Store>) -> Arc<Host> {
     let config = Config {
-        servers: vec![ServerEntry {
-            name: "demo".to_owned(),
-            scope: Scope::Project,
-            source: "mcp.json".into(),
-            dialect: Dialect::Core,
-            spec: ServerSpec::new(Transport::Stdio(StdioSpec {
-                command: demo_server(),
-                args: Vec::new(),
-                env: BTreeMap::new(),
-            })),
-        }],
+        servers: vec![demo_entry()],
         ..Config::default()
     };
     let permissions = PermissionsConfig {
