@@ -679,3 +679,81 @@ fn unquote(s: &str) -> String {
     }
     s.to_owned()
 }
+
+// ---------------------------------------------------------------------------
+// Licenses: each package carries the root's two license files, byte for byte,
+// so every `.crate` holds the texts its `license = "MIT OR Apache-2.0"` names.
+
+/// The license files at the root, each copied into every package directory.
+const LICENSES: &[&str] = &["LICENSE-MIT", "LICENSE-APACHE"];
+
+#[test]
+fn every_package_carries_the_root_licenses() {
+    let root = workspace_root();
+    let mut dirs: Vec<PathBuf> = match workspace_crates(&root) {
+        Ok(crates) => crates.into_iter().map(|c| c.dir).collect(),
+        Err(e) => panic!("tidy: {e}"),
+    };
+    dirs.extend(["tests", "fuzz", "xtask"].map(|d| root.join(d)));
+    let problems = license_problems(&root, &dirs);
+    assert!(
+        problems.is_empty(),
+        "tidy found {} license problem(s):\n  {}\n",
+        problems.len(),
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn a_missing_or_changed_license_copy_is_caught() {
+    let tmp = std::env::temp_dir().join(format!("tidy-licenses-{}", std::process::id()));
+    let (good, changed, missing) = (tmp.join("good"), tmp.join("changed"), tmp.join("missing"));
+    for dir in [&tmp, &good, &changed, &missing] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for dir in [&tmp, &good, &changed] {
+        std::fs::write(dir.join("LICENSE-MIT"), "mit text\n").unwrap();
+        std::fs::write(dir.join("LICENSE-APACHE"), "apache text\n").unwrap();
+    }
+    std::fs::write(changed.join("LICENSE-APACHE"), "apache text, edited\n").unwrap();
+    std::fs::write(missing.join("LICENSE-MIT"), "mit text\n").unwrap();
+    let problems = license_problems(&tmp, &[good, changed, missing]);
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert_eq!(
+        problems,
+        [
+            "changed/LICENSE-APACHE differs from the root's LICENSE-APACHE (copy the root file: \
+             each package ships its own copy)",
+            "missing/LICENSE-APACHE is missing (copy the root's LICENSE-APACHE: each package \
+             ships its own copy)",
+        ]
+    );
+}
+
+/// Each of `dirs` holds a copy of each root license file, identical to the root's.
+fn license_problems(root: &Path, dirs: &[PathBuf]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for license in LICENSES {
+        let original = match std::fs::read(root.join(license)) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                problems.push(format!("the root {license} cannot be read: {e}"));
+                continue;
+            }
+        };
+        for dir in dirs {
+            let shown = dir.strip_prefix(root).unwrap_or(dir).display().to_string();
+            match std::fs::read(dir.join(license)) {
+                Err(_) => problems.push(format!(
+                    "{shown}/{license} is missing (copy the root's {license}: each package ships its own copy)"
+                )),
+                Ok(copy) if copy != original => problems.push(format!(
+                    "{shown}/{license} differs from the root's {license} (copy the root file: each package ships its own copy)"
+                )),
+                Ok(_) => {}
+            }
+        }
+    }
+    problems.sort();
+    problems
+}
