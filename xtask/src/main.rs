@@ -7,7 +7,16 @@
 //!   `fuzz all --seconds 30` (seven targets, three and a half minutes).
 //! - `conformance`: the official MCP client conformance scenarios against
 //!   `crates/mcp-transport/examples/conformance_client.rs`.
-//! - `ci`: `test`, then clippy with `-D warnings` and `cargo fmt --check`.
+//! - `ci`: `test`, then clippy with `-D warnings`, `cargo fmt --check`,
+//!   `features`, `doc` and `package`, each step's time printed.
+//! - `features`: `cargo check` of each library crate (a published package
+//!   with a lib target, read from `cargo metadata`) with
+//!   `--no-default-features`, with each feature alone and with
+//!   `--all-features`; names each crate and feature set that fails.
+//! - `doc`: `RUSTDOCFLAGS='-D warnings' cargo doc --workspace --no-deps
+//!   --all-features` (what docs.rs builds, warnings denied).
+//! - `package`: `cargo package --workspace`, which builds each package from
+//!   its `.crate` (needs a clean work tree).
 //! - `bench [digest|host|gateway|survey]`: the criterion benchmarks (all of
 //!   them, or the one named), then each one's ratios against the baselines
 //!   measured in the same run: the digest's time beside parsing the same
@@ -27,6 +36,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
+
+mod checks;
+mod json;
 
 /// The client scenarios that must pass: the four non-auth ones, the tier-1
 /// auth set (metadata placements, client ID metadata documents, scope
@@ -56,7 +68,7 @@ const SCENARIOS: &[&str] = &[
     "auth/2025-03-26-oauth-endpoint-fallback",
 ];
 
-type Result<T> = std::result::Result<T, String>;
+pub(crate) type Result<T> = std::result::Result<T, String>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -65,10 +77,13 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("conformance") => conformance(),
         Some("ci") => ci(),
+        Some("features") => checks::features(),
+        Some("doc") => checks::doc(),
+        Some("package") => checks::package(),
         Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <deps|test|conformance|ci|bench [digest|host|gateway|survey]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
+            "usage: cargo xtask <deps|test|conformance|ci|features|doc|package|bench [digest|host|gateway|survey]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
                 .to_owned(),
         ),
     };
@@ -88,13 +103,13 @@ fn root() -> PathBuf {
         .unwrap_or_default()
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(root());
     cmd
 }
 
-fn run(mut cmd: Command, what: &str) -> Result<()> {
+pub(crate) fn run(mut cmd: Command, what: &str) -> Result<()> {
     let status = cmd
         .status()
         .map_err(|e| format!("{what}: cannot run {:?}: {e}", cmd.get_program()))?;
@@ -311,21 +326,29 @@ fn conformance() -> Result<()> {
     }
 }
 
+/// `.ci/run`'s steps, in its order; each prints its time, so CI's total
+/// stays visible step by step.
 fn ci() -> Result<()> {
-    test(&[])?;
-    let mut clippy = cargo();
-    clippy.args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]);
-    run(clippy, "cargo clippy")?;
-    let mut fmt = cargo();
-    fmt.args(["fmt", "--all", "--check"]);
-    run(fmt, "cargo fmt --check")
+    checks::timed("test", || test(&[]))?;
+    checks::timed("clippy", || {
+        checks::cargo_step(
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+            "cargo clippy",
+        )
+    })?;
+    checks::timed("fmt", || {
+        checks::cargo_step(&["fmt", "--all", "--check"], "cargo fmt --check")
+    })?;
+    checks::timed("features", checks::features)?;
+    checks::timed("doc", checks::doc)?;
+    checks::timed("package", checks::package)
 }
 
 /// Removes ANSI colour sequences (the suite always prints them).
