@@ -757,3 +757,168 @@ fn license_problems(root: &Path, dirs: &[PathBuf]) -> Vec<String> {
     problems.sort();
     problems
 }
+
+// ---------------------------------------------------------------------------
+// No CLI wording in library sources: a library error or report carries the
+// data (the server, the setting, the option) and the binary words it for its
+// users, so a crates.io user of a library never reads `core-agent mcp login`.
+//
+// Checked: the code of `crates/*/src` but the binary's (`crates/agent-cli`),
+// string literals and attributes included. Allowed: comments, doc comments
+// included, because they speak to the reader of the source about which part
+// of the binary uses an item ("as `core-agent mcp list --json` prints it"),
+// and reach no user at run time; and test code (`#[cfg(test)]` items, files
+// named `tests.rs` or `*_tests.rs`), which may assert what the binary prints.
+
+/// Command lines of the binary; each matches only as a whole word, so
+/// `core-agent mcp.json` is not one.
+const CLI_COMMANDS: &[&str] = &[
+    "core-agent mcp",
+    "core-agent serve",
+    "core-agent tools",
+    "core-agent call",
+];
+/// The binary's flags; a prefix matches (`--max-sessions-per-token`).
+const CLI_FLAGS: &[&str] = &["--allow-host", "--no-mcp-digest", "--max-sessions"];
+
+#[test]
+fn library_sources_do_not_word_the_cli() {
+    let root = workspace_root();
+    let crates = match workspace_crates(&root) {
+        Ok(crates) => crates,
+        Err(e) => panic!("tidy: {e}"),
+    };
+    let mut problems = Vec::new();
+    for krate in crates
+        .iter()
+        .filter(|c| c.manifest.name.as_deref() != Some(CLI))
+    {
+        let mut files = Vec::new();
+        rust_files(&krate.dir.join("src"), &mut files);
+        for file in files {
+            let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or("");
+            if stem == "tests" || stem.ends_with("_tests") {
+                continue;
+            }
+            let shown = file
+                .strip_prefix(&root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            match read(&file) {
+                Ok(text) => problems.extend(cli_wording(&shown, &text)),
+                Err(e) => problems.push(e),
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "tidy found CLI wording in {} library line(s) (a library error carries the data; \
+         the binary, crates/agent-cli, words it):\n  {}\n",
+        problems.len(),
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn cli_wording_in_library_code_is_caught() {
+    let text = r#"
+//! Loads the servers `core-agent mcp list` shows: comments may name the binary.
+/// The error `core-agent serve --http` prints.
+#[error("login needed: run `core-agent mcp login {server}`")]
+LoginNeeded { server: String },
+const HINT: &str = "raise the limit (--max-sessions-per-token)";
+const FILE: &str = "core-agent mcp.json files and core-agent tooling are fine";
+    let s = format!(
+        "review it, then run \
+         `core-agent tools`"); // and a trailing `core-agent call` comment counts
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prints() { assert_eq!(x, "run `core-agent mcp login gh`"); }
+}
+fn after_the_tests() -> &'static str { "--no-mcp-digest" }
+"#;
+    assert_eq!(
+        cli_wording("crates/x/src/lib.rs", text),
+        [
+            "crates/x/src/lib.rs:4: `core-agent mcp`",
+            "crates/x/src/lib.rs:6: `--max-sessions`",
+            "crates/x/src/lib.rs:10: `core-agent tools`",
+            "crates/x/src/lib.rs:10: `core-agent call`",
+            "crates/x/src/lib.rs:16: `--no-mcp-digest`",
+        ]
+    );
+}
+
+/// Each line of `text`'s non-test code that names a CLI command or flag, as
+/// `file:line: `wording``.
+fn cli_wording(file: &str, text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((i, line)) = lines.next() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("//") {
+            continue;
+        }
+        if trimmed.starts_with("#[cfg(test)]") {
+            skip_item(&mut lines);
+            continue;
+        }
+        for command in CLI_COMMANDS {
+            let whole_word = line.match_indices(command).any(|(at, _)| {
+                !line[at + command.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || "-_.".contains(c))
+            });
+            if whole_word {
+                problems.push(format!("{file}:{}: `{command}`", i + 1));
+            }
+        }
+        for flag in CLI_FLAGS {
+            if line.contains(flag) {
+                problems.push(format!("{file}:{}: `{flag}`", i + 1));
+            }
+        }
+    }
+    problems
+}
+
+/// Skips the item after a `#[cfg(test)]`: to its `;` or its closing brace.
+fn skip_item<'a>(lines: &mut impl Iterator<Item = (usize, &'a str)>) {
+    let mut depth = 0_i32;
+    let mut opened = false;
+    for (_, line) in lines {
+        let code = line.split("//").next().unwrap_or("");
+        for c in code.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        if (opened && depth <= 0) || (!opened && code.trim_end().ends_with(';')) {
+            return;
+        }
+    }
+}
+
+/// Every `.rs` file under `dir`, recursively, sorted.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
