@@ -922,3 +922,245 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// ARCHITECTURE.md's API lines: each library crate's paragraph has one line
+// `**API** (`crates/<dir>/src/lib.rs`): `A`, `B`, …` naming, in any order,
+// everything its lib.rs exports: the last name of each `pub use` (or its
+// `as` alias; `path::*` for a glob), each `pub mod`, and each `pub` item
+// declared in lib.rs itself. The check fails on a name either side lacks.
+
+#[test]
+fn architecture_lists_each_crates_api() {
+    let root = workspace_root();
+    let architecture = match read(&root.join("ARCHITECTURE.md")) {
+        Ok(text) => text,
+        Err(e) => panic!("tidy: {e}"),
+    };
+    let crates = match workspace_crates(&root) {
+        Ok(crates) => crates,
+        Err(e) => panic!("tidy: {e}"),
+    };
+    let mut libs = Vec::new();
+    for krate in &crates {
+        let lib = krate.dir.join("src").join("lib.rs");
+        if !lib.is_file() {
+            continue;
+        }
+        let shown = lib
+            .strip_prefix(&root)
+            .unwrap_or(&lib)
+            .display()
+            .to_string();
+        match read(&lib) {
+            Ok(text) => libs.push((shown, lib_exports(&text))),
+            Err(e) => panic!("tidy: {e}"),
+        }
+    }
+    assert!(
+        libs.len() >= 5,
+        "tidy: found only {libs:?}; is the reader broken?"
+    );
+    let problems = api_problems(&architecture, &libs);
+    assert!(
+        problems.is_empty(),
+        "tidy: ARCHITECTURE.md's API lines differ from the lib.rs files:\n  {}\n",
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn an_api_line_that_drifted_is_caught() {
+    let lib = r#"
+//! The crate doc: `pub use not::This;`
+mod error;
+pub mod oauth;
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
+pub use error::{Error, Result};
+pub use route::{
+    Digested, Method,
+    nested::{deep, Other as Renamed}, self,
+};
+pub use rmcp::model;
+pub use prelude::*;
+pub(crate) use hidden::Internal;
+pub struct Gateway {
+    pub mode: Mode,
+}
+impl Gateway {
+    pub fn new() -> Gateway { Gateway { mode: Mode } }
+}
+pub async fn serve() {}
+pub const LIMIT: usize = 3;
+pub type Alias = u8;
+"#;
+    let exports = lib_exports(lib);
+    assert_eq!(
+        exports.iter().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "Alias",
+            "Digested",
+            "Error",
+            "Gateway",
+            "LIMIT",
+            "Method",
+            "Renamed",
+            "Result",
+            "SqliteStore",
+            "deep",
+            "model",
+            "oauth",
+            "prelude::*",
+            "route",
+            "serve"
+        ]
+    );
+    let architecture = "\
+## Crates
+**API** (`crates/x/src/lib.rs`): `Alias`, `Digested`, `Error`, `Gateway`, `LIMIT`, `Method`, \
+`Renamed`, `Result`, `SqliteStore`, `deep`, `model`, `oauth`, `prelude::*`, `route`, `Gone`.
+";
+    let libs = vec![
+        ("crates/x/src/lib.rs".to_owned(), exports),
+        (
+            "crates/y/src/lib.rs".to_owned(),
+            BTreeSet::from(["Y".to_owned()]),
+        ),
+    ];
+    assert_eq!(
+        api_problems(architecture, &libs),
+        [
+            "crates/x/src/lib.rs exports `serve`, which ARCHITECTURE.md's API line does not list",
+            "ARCHITECTURE.md lists `Gone` for crates/x/src/lib.rs, which does not export it",
+            "ARCHITECTURE.md has no `**API** (`crates/y/src/lib.rs`): …` line",
+        ]
+    );
+}
+
+/// What ARCHITECTURE.md's API lines get wrong about `libs` (lib.rs path, exports).
+fn api_problems(architecture: &str, libs: &[(String, BTreeSet<String>)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (lib, exports) in libs {
+        let marker = format!("**API** (`{lib}`):");
+        let lines: Vec<&str> = architecture
+            .lines()
+            .filter(|l| l.contains(&marker))
+            .collect();
+        let line = match lines.as_slice() {
+            [line] => line,
+            [] => {
+                problems.push(format!(
+                    "ARCHITECTURE.md has no `**API** (`{lib}`): …` line"
+                ));
+                continue;
+            }
+            _ => {
+                problems.push(format!(
+                    "ARCHITECTURE.md has {} API lines for {lib}; keep one",
+                    lines.len()
+                ));
+                continue;
+            }
+        };
+        let listed = line
+            .split_once(&marker)
+            .map(|(_, rest)| rest)
+            .unwrap_or("")
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect::<BTreeSet<String>>();
+        for name in exports.difference(&listed) {
+            problems.push(format!(
+                "{lib} exports `{name}`, which ARCHITECTURE.md's API line does not list"
+            ));
+        }
+        for name in listed.difference(exports) {
+            problems.push(format!(
+                "ARCHITECTURE.md lists `{name}` for {lib}, which does not export it"
+            ));
+        }
+    }
+    problems
+}
+
+/// The names a lib.rs exports: see the section comment above.
+fn lib_exports(text: &str) -> BTreeSet<String> {
+    let mut exports = BTreeSet::new();
+    let mut depth = 0_i32;
+    let mut pending_use: Option<String> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("//") {
+            continue;
+        }
+        if let Some(tree) = pending_use.as_mut() {
+            tree.push(' ');
+            tree.push_str(t);
+            if t.contains(';') {
+                use_leaves(tree.trim_end_matches(';'), &mut exports);
+                pending_use = None;
+            }
+            continue;
+        }
+        if depth == 0 {
+            if let Some(tree) = t.strip_prefix("pub use ") {
+                if tree.contains(';') {
+                    use_leaves(tree.split(';').next().unwrap_or(""), &mut exports);
+                } else {
+                    pending_use = Some(tree.to_owned());
+                }
+                continue;
+            }
+            if let Some(item) = t.strip_prefix("pub ") {
+                let words: Vec<&str> = item
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty())
+                    .collect();
+                let kinds = [
+                    "fn", "struct", "enum", "trait", "type", "const", "static", "mod", "union",
+                ];
+                let at = words.iter().position(|w| kinds.contains(w));
+                if let Some(name) = at.and_then(|at| words.get(at + 1)) {
+                    exports.insert((*name).to_owned());
+                }
+            }
+        }
+        let code = t.split("//").next().unwrap_or("");
+        depth += code.matches('{').count() as i32 - code.matches('}').count() as i32;
+    }
+    exports
+}
+
+/// The leaf names of a use tree: `a::{b, c::{d as e}, self}` → `b`, `e`, `a`.
+fn use_leaves(tree: &str, out: &mut BTreeSet<String>) {
+    let tree = tree.trim();
+    if let Some(open) = tree.find('{') {
+        let prefix = tree[..open].trim_end_matches("::").trim();
+        let inner = tree[open + 1..].trim_end().trim_end_matches('}');
+        let mut rest = inner;
+        loop {
+            let (part, tail) = split_once_outside_quotes(rest, ',').unwrap_or((rest, ""));
+            let part = part.trim();
+            if part == "self" {
+                out.insert(prefix.rsplit("::").next().unwrap_or(prefix).to_owned());
+            } else if !part.is_empty() {
+                use_leaves(part, out);
+            }
+            if tail.is_empty() {
+                break;
+            }
+            rest = tail;
+        }
+        return;
+    }
+    if let Some((_, alias)) = tree.split_once(" as ") {
+        out.insert(alias.trim().to_owned());
+    } else if let Some(path) = tree.strip_suffix("::*") {
+        out.insert(format!("{}::*", path.rsplit("::").next().unwrap_or(path)));
+    } else {
+        out.insert(tree.rsplit("::").next().unwrap_or(tree).to_owned());
+    }
+}
