@@ -132,7 +132,11 @@ pub(crate) fn doc() -> Result<()> {
 pub(crate) fn package() -> Result<()> {
     let mut cmd = cargo();
     cmd.args(["package", "--workspace"]);
-    run(cmd, "cargo package --workspace")
+    run(cmd, "cargo package --workspace").map_err(|e| {
+        format!(
+            "{e} (it packages what git tracks: commit your changes first, as CI's clean clone has)"
+        )
+    })
 }
 
 /// Runs `step`, then prints how long it took.

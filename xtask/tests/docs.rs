@@ -534,3 +534,47 @@ fn mentions_flag(help: &str, flag: &str) -> bool {
             .is_some_and(|c| c.is_ascii_alphanumeric() || c == '-')
     })
 }
+
+// ---------------------------------------------------------------------------
+// Links.
+
+#[test]
+fn every_relative_link_points_at_a_file() {
+    let root = root();
+    let mut problems = Vec::new();
+    for (file, text) in pages() {
+        let dir = root.join(&file);
+        let dir = dir.parent().unwrap_or(&root);
+        for target in relative_links(&text) {
+            if !dir.join(&target).exists() {
+                problems.push(format!("{file}: ({target}) does not exist"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "docs: broken links:\n  {}",
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn relative_links_are_read_without_their_anchor() {
+    assert_eq!(
+        relative_links("see [a](docs/a.md#x), [b](https://x.org/b), [c](#c) and [d](../d)"),
+        ["docs/a.md", "../d"]
+    );
+}
+
+/// The targets of `[text](target)` links that are neither URLs nor anchors.
+fn relative_links(text: &str) -> Vec<String> {
+    text.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + 2..];
+            let target = &rest[..rest.find(')')?];
+            let path = target.split('#').next().unwrap_or("");
+            let local = !path.is_empty() && !path.contains("://") && !path.contains(' ');
+            local.then(|| path.to_owned())
+        })
+        .collect()
+}
