@@ -127,7 +127,7 @@ pub async fn doctor(
                 servers.push(ServerCheck {
                     name: l.name.clone(),
                     transport: "-".to_owned(),
-                    status: crate::host::left_out_status(&l.reason).to_owned(),
+                    status: crate::report::left_out_status(&l.reason).to_owned(),
                     tools: 0,
                     listed: 0,
                     left_out: Default::default(),
@@ -162,7 +162,7 @@ pub async fn doctor(
                         ms: s.elapsed().as_millis(),
                         error: s.problem(),
                         auth: crate::AuthStatus::from(s.auth()),
-                        restricted_tools: crate::host::restricted_tools(&catalog, s.name()),
+                        restricted_tools: crate::report::restricted_tools(&catalog, s.name()),
                     });
                     if let Some(e) = s.error() {
                         findings.push(Finding {

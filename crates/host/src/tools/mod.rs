@@ -4,28 +4,33 @@
 //! ([`HOST_TOOLS`]) so that calls to them go through the same pipeline as
 //! calls to a server's tools.
 
-use std::time::Duration;
+mod plan;
+mod retrieve_raw;
+mod survey;
+mod wait;
 
-use core_agent_mcp_transport::model::{CallToolResult, JsonObject};
-use serde_json::{Value, json};
+pub(crate) use survey::open_survey;
+pub(crate) use wait::WaitArgs;
 
-use crate::{Error, Result, ToolReport};
+use serde_json::json;
+
+use crate::ToolReport;
 
 /// Records the plan; lifts plan-first for the rest of the session.
-pub const RECORD_PLAN: &str = "record_plan";
+pub(crate) const RECORD_PLAN: &str = "record_plan";
 /// Polls a tool until a condition on its result holds.
-pub const WAIT_AND_VERIFY: &str = "wait_and_verify";
+pub(crate) const WAIT_AND_VERIFY: &str = "wait_and_verify";
 /// Gives back a digested result's raw payload (registered when the digest is on).
-pub const RETRIEVE_RAW: &str = "retrieve_raw";
+pub(crate) const RETRIEVE_RAW: &str = "retrieve_raw";
 
 /// Lists a directory of the project (a survey tool).
-pub const LIST_DIR: &str = "list_dir";
+pub(crate) const LIST_DIR: &str = "list_dir";
 /// Finds the project's files matching a glob (a survey tool).
-pub const GLOB: &str = "glob";
+pub(crate) const GLOB: &str = "glob";
 /// Searches the project's files for a regular expression (a survey tool).
-pub const GREP: &str = "grep";
+pub(crate) const GREP: &str = "grep";
 /// Reads several of the project's files (a survey tool).
-pub const READ_MANY_FILES: &str = "read_many_files";
+pub(crate) const READ_MANY_FILES: &str = "read_many_files";
 
 /// The server name the digest records for a host tool's results (what
 /// `retrieve_raw` checks a payload's producer against).
@@ -48,7 +53,7 @@ pub(crate) const BUILTINS: [&str; 7] = [
 /// through it is checked by the tool (`wait_and_verify` admits the tool it
 /// polls, `retrieve_raw` the tool that produced the payload).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HostTool {
+pub(crate) struct HostTool {
     /// The name the model calls.
     pub name: &'static str,
     /// The dispatch class.
@@ -79,7 +84,7 @@ const fn survey_tool(tool: core_agent_survey::Tool, name: &'static str) -> HostT
 }
 
 /// The host tools, in the order listings show them.
-pub const HOST_TOOLS: [HostTool; 7] = [
+pub(crate) const HOST_TOOLS: [HostTool; 7] = [
     HostTool {
         name: RECORD_PLAN,
         read_only: false,
@@ -109,7 +114,7 @@ pub const HOST_TOOLS: [HostTool; 7] = [
 
 /// The host tool called `name`, if there is one (with the digest
 /// `digest_on` or off, the survey tools `survey_on` or off).
-pub fn host_tool(name: &str, digest_on: bool, survey_on: bool) -> Option<&'static HostTool> {
+pub(crate) fn host_tool(name: &str, digest_on: bool, survey_on: bool) -> Option<&'static HostTool> {
     HOST_TOOLS
         .iter()
         .find(|t| t.name == name && t.available(digest_on, survey_on))
@@ -118,7 +123,7 @@ pub fn host_tool(name: &str, digest_on: bool, survey_on: bool) -> Option<&'stati
 impl HostTool {
     /// Whether it exists with the digest `digest_on` or off, the survey
     /// tools `survey_on` or off.
-    pub fn available(&self, digest_on: bool, survey_on: bool) -> bool {
+    pub(crate) fn available(&self, digest_on: bool, survey_on: bool) -> bool {
         (digest_on || !self.needs_digest) && (survey_on || self.survey.is_none())
     }
 }
@@ -173,164 +178,9 @@ pub(crate) fn report(tool: &HostTool) -> ToolReport {
     }
 }
 
-/// The condition `wait_and_verify` waits for.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Until {
-    /// The value at a JSON pointer equals a value.
-    Equals { pointer: String, value: Value },
-    /// Some text content contains a string.
-    Contains(String),
-}
-
-impl Until {
-    /// Whether `result` satisfies the condition. The pointer is looked up in
-    /// the structured content, else in each text block parsed as JSON.
-    pub(crate) fn holds(&self, result: &CallToolResult) -> bool {
-        let texts = || {
-            result
-                .content
-                .iter()
-                .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-        };
-        match self {
-            Until::Contains(needle) => texts().any(|t| t.contains(needle.as_str())),
-            Until::Equals { pointer, value } => {
-                let structured = result
-                    .structured_content
-                    .as_ref()
-                    .and_then(|s| s.pointer(pointer));
-                structured == Some(value)
-                    || texts().any(|t| {
-                        serde_json::from_str::<Value>(t)
-                            .ok()
-                            .is_some_and(|v| v.pointer(pointer) == Some(value))
-                    })
-            }
-        }
-    }
-}
-
-/// Parsed arguments of `wait_and_verify`.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct WaitArgs {
-    pub(crate) tool: String,
-    pub(crate) arguments: JsonObject,
-    pub(crate) until: Until,
-    pub(crate) max_attempts: u32,
-    pub(crate) interval: Duration,
-}
-
-impl WaitArgs {
-    pub(crate) fn parse(args: &JsonObject) -> Result<WaitArgs> {
-        let bad = |message: &str| Error::BadArguments {
-            name: WAIT_AND_VERIFY.to_owned(),
-            message: message.to_owned(),
-        };
-        let tool = args
-            .get("tool")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad("`tool` (the tool to poll) is required"))?;
-        let arguments = match args.get("arguments") {
-            None => JsonObject::new(),
-            Some(Value::Object(m)) => m.clone(),
-            Some(_) => return Err(bad("`arguments` must be an object")),
-        };
-        let until = match args.get("until") {
-            Some(Value::Object(u)) => {
-                match (u.get("pointer"), u.get("equals"), u.get("contains")) {
-                    (Some(Value::String(p)), Some(v), None) => Until::Equals {
-                        pointer: p.clone(),
-                        value: v.clone(),
-                    },
-                    (None, None, Some(Value::String(c))) => Until::Contains(c.clone()),
-                    _ => {
-                        return Err(bad(
-                            "`until` must be {\"pointer\": \"/status\", \"equals\": …} or {\"contains\": \"text\"}",
-                        ));
-                    }
-                }
-            }
-            _ => {
-                return Err(bad(
-                    "`until` is required: {\"pointer\": \"/status\", \"equals\": …} or {\"contains\": \"text\"}",
-                ));
-            }
-        };
-        let max_attempts = match args.get("max_attempts") {
-            None => 10,
-            Some(v) => v
-                .as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| bad("`max_attempts` must be a whole number ≥ 1"))?,
-        };
-        let interval_ms = match args.get("interval_ms") {
-            None => 1000,
-            Some(v) => v
-                .as_u64()
-                .ok_or_else(|| bad("`interval_ms` must be a whole number of milliseconds"))?,
-        };
-        Ok(WaitArgs {
-            tool: tool.to_owned(),
-            arguments,
-            until,
-            max_attempts,
-            interval: Duration::from_millis(interval_ms),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use core_agent_mcp_transport::model::ContentBlock;
-
     use super::*;
-
-    fn obj(v: Value) -> JsonObject {
-        v.as_object().cloned().unwrap_or_default()
-    }
-
-    #[test]
-    fn conditions_read_structured_content_or_json_text() {
-        let text = CallToolResult::success(vec![ContentBlock::text(r#"{"status": "ok", "n": 3}"#)]);
-        let cases = [
-            (
-                Until::Equals {
-                    pointer: "/status".into(),
-                    value: json!("ok"),
-                },
-                true,
-            ),
-            (
-                Until::Equals {
-                    pointer: "/n".into(),
-                    value: json!(3),
-                },
-                true,
-            ),
-            (
-                Until::Equals {
-                    pointer: "/status".into(),
-                    value: json!("done"),
-                },
-                false,
-            ),
-            (Until::Contains("\"ok\"".into()), true),
-            (Until::Contains("missing".into()), false),
-        ];
-        for (until, want) in cases {
-            assert_eq!(until.holds(&text), want, "{until:?}");
-        }
-        let mut structured = CallToolResult::success(vec![ContentBlock::text("not json")]);
-        structured.structured_content = Some(json!({"status": "ok"}));
-        assert!(
-            Until::Equals {
-                pointer: "/status".into(),
-                value: json!("ok")
-            }
-            .holds(&structured)
-        );
-    }
 
     #[test]
     fn survey_tools_are_declared_under_the_survey_crate_names() {
@@ -346,19 +196,23 @@ mod tests {
     }
 
     #[test]
-    fn arguments_are_checked() {
-        let ok = WaitArgs::parse(&obj(json!({"tool": "t", "until": {"contains": "x"}}))).unwrap();
-        assert_eq!((ok.max_attempts, ok.interval), (10, Duration::from_secs(1)));
-        let err = |v: Value| WaitArgs::parse(&obj(v)).unwrap_err().to_string();
+    fn host_tools_are_declared_and_retrieve_raw_needs_the_digest() {
         assert_eq!(
-            err(json!({"until": {"contains": "x"}})),
-            "`wait_and_verify`: `tool` (the tool to poll) is required"
+            host_tool("retrieve_raw", true, false).map(|t| (t.read_only, t.gated)),
+            Some((true, true))
         );
-        assert!(err(json!({"tool": "t"})).contains("`until` is required"));
-        assert!(err(json!({"tool": "t", "until": {"pointer": "/a"}})).contains("`until` must be"));
-        assert!(
-            err(json!({"tool": "t", "until": {"contains": "x"}, "max_attempts": 0}))
-                .contains("max_attempts")
+        assert_eq!(host_tool("retrieve_raw", false, true), None);
+        assert_eq!(
+            host_tool("record_plan", false, false).map(|t| t.gated),
+            Some(false)
         );
+        assert_eq!(host_tool("demo_divide", true, true), None);
+        assert_eq!(
+            host_tool("grep", false, true).map(|t| (t.read_only, t.gated)),
+            Some((true, true))
+        );
+        assert_eq!(host_tool("grep", true, false), None);
+        let names: Vec<&str> = HOST_TOOLS.iter().map(|t| t.name).collect();
+        assert_eq!(names, BUILTINS, "every reserved name is a declared tool");
     }
 }
