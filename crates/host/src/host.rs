@@ -220,7 +220,7 @@ impl Host {
         let mut wanted: Vec<&str> = Vec::new();
         for name in names {
             if *name == tools::RECORD_PLAN
-                || tools::host_tool(name, false, true).is_some_and(|t| t.survey.is_some())
+                || tools::host_tool(name, false, true).is_some_and(|t| t.survey().is_some())
             {
                 continue;
             }

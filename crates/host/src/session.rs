@@ -11,7 +11,7 @@ use core_agent_permissions::{BUILTIN, Gate, MCP, Mode, Prompter, RefuseAll, Requ
 
 use crate::host::{Host, Published};
 use crate::pipeline::{Route, ToolRoute, gate, resolve, shape, trust};
-use crate::tools::{self};
+use crate::tools::{self, Handler};
 use crate::{Error, Result};
 
 /// One caller's settings: its trust level, how its asks are answered, its
@@ -256,19 +256,18 @@ impl Session {
         };
         match route {
             Route::Mcp(route) => Planned::Run(route, arguments),
-            Route::Host(tool) => match tool.name {
+            // Each host tool's declared handler, planned here.
+            Route::Host(tool) => match tool.handler {
                 // Takes effect for the calls after it in this turn.
-                tools::RECORD_PLAN => Planned::Done(self.record_plan(&arguments)),
-                tools::WAIT_AND_VERIFY => {
+                Handler::RecordPlan => Planned::Done(self.record_plan(&arguments)),
+                Handler::WaitAndVerify => {
                     match self.plan_wait(published, &arguments, level).await {
                         Ok((route, args)) => Planned::Wait(route, Box::new(args)),
                         Err(e) => Planned::Done(Err(e)),
                     }
                 }
-                _ => match tool.survey {
-                    Some(survey) => Planned::Survey(survey, arguments),
-                    None => Planned::Raw(arguments),
-                },
+                Handler::RetrieveRaw => Planned::Raw(arguments),
+                Handler::Survey(survey) => Planned::Survey(survey, arguments),
             },
         }
     }

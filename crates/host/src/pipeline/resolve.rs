@@ -20,7 +20,7 @@ pub(crate) fn resolve(
     survey: Option<&BuiltinTools>,
 ) -> Result<Route> {
     if let Some(tool) = tools::host_tool(name, digest_on, survey.is_some())
-        && (tool.survey.is_none() || survey.and_then(|a| a.levels(name)).is_some())
+        && (tool.survey().is_none() || survey.and_then(|a| a.levels(name)).is_some())
     {
         return Ok(Route::Host(tool));
     }

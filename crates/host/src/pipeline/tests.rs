@@ -207,7 +207,7 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
     ] {
         assert!(matches!(
             resolve(&published, name, TrustLevel::Public, false, Some(&open)),
-            Ok(Route::Host(t)) if t.name == name && t.survey.is_some()
+            Ok(Route::Host(t)) if t.name == name && t.survey().is_some()
         ));
         assert!(matches!(
             resolve(&published, name, TrustLevel::Public, true, None),

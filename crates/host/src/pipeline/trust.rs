@@ -19,7 +19,7 @@ pub(crate) fn trust(
         Route::Mcp(route) if !route.trust_levels.contains(&level) => {
             Err(restricted(name, level, &route.trust_levels))
         }
-        Route::Host(tool) if tool.survey.is_some() => {
+        Route::Host(tool) if tool.survey().is_some() => {
             let levels = survey.and_then(|a| a.levels(name)).unwrap_or_default();
             if levels.contains(&level) {
                 Ok(())

@@ -55,7 +55,7 @@ impl Host {
             .filter(|t| t.available(digest_on, survey.is_some()))
             .filter_map(|t| {
                 let mut report = tools::report(t);
-                if t.survey.is_some() {
+                if t.survey().is_some() {
                     let levels = survey.and_then(|a| a.levels(t.name))?;
                     if !levels.contains(&level) {
                         return None;

@@ -4,15 +4,15 @@
 //! ([`HOST_TOOLS`]) so that calls to them go through the same pipeline as
 //! calls to a server's tools.
 
-mod plan;
-mod retrieve_raw;
-mod survey;
-mod wait;
+pub(crate) mod plan;
+pub(crate) mod retrieve_raw;
+pub(crate) mod survey;
+pub(crate) mod wait;
 
 pub(crate) use survey::open_survey;
 pub(crate) use wait::WaitArgs;
 
-use serde_json::json;
+use serde_json::Value;
 
 use crate::ToolReport;
 
@@ -47,69 +47,70 @@ pub(crate) const BUILTINS: [&str; 7] = [
     READ_MANY_FILES,
 ];
 
-/// A host tool's declaration: what the model is told, and what the call
-/// pipeline needs (class, gating, whether it exists without the digest).
-/// Every host tool is open to every trust level; what a call may reach
-/// through it is checked by the tool (`wait_and_verify` admits the tool it
-/// polls, `retrieve_raw` the tool that produced the payload).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A host tool's declaration: what the model is told, what the call
+/// pipeline needs (class, gating, whether it exists without the digest),
+/// and the handler that runs it. Each tool declares itself in its own file
+/// ([`plan::TOOL`], [`wait::TOOL`], [`retrieve_raw::TOOL`], the survey
+/// tools in [`survey`]). Every host tool is open to every trust level;
+/// what a call may reach through it is checked by the tool
+/// (`wait_and_verify` admits the tool it polls, `retrieve_raw` the tool
+/// that produced the payload).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct HostTool {
     /// The name the model calls.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
+    /// What the model reads about it.
+    pub(crate) description: fn() -> &'static str,
+    /// The JSON Schema of its arguments.
+    pub(crate) schema: fn() -> Value,
     /// The dispatch class.
-    pub read_only: bool,
+    pub(crate) read_only: bool,
     /// Whether the permission gate decides it (under the `builtin`
     /// namespace). `record_plan` and `wait_and_verify` are not gated
     /// themselves: one changes nothing outside the session, the other's
     /// polled tool goes through the gate.
-    pub gated: bool,
+    pub(crate) gated: bool,
     /// Whether it exists only while the digest is on.
-    pub needs_digest: bool,
-    /// The survey operation it runs (it then exists only while the survey
-    /// tools are on).
-    pub survey: Option<core_agent_survey::Tool>,
+    pub(crate) needs_digest: bool,
+    /// What runs a call of it.
+    pub(crate) handler: Handler,
 }
 
-/// A survey tool's declaration: read-only (plan-first never holds it
-/// back), gated under the `builtin` namespace, digested like a server's
-/// results.
-const fn survey_tool(tool: core_agent_survey::Tool, name: &'static str) -> HostTool {
-    HostTool {
-        name,
-        read_only: true,
-        gated: true,
-        needs_digest: false,
-        survey: Some(tool),
+/// What runs a host tool's call: when the batch is planned
+/// ([`Handler::RecordPlan`] takes effect then, [`Handler::WaitAndVerify`] is
+/// decided then for the tool it polls) or when it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handler {
+    /// `record_plan` ([`plan`]).
+    RecordPlan,
+    /// `wait_and_verify` ([`wait`]).
+    WaitAndVerify,
+    /// `retrieve_raw` ([`retrieve_raw`]).
+    RetrieveRaw,
+    /// A survey operation ([`survey`]); the tool then exists only while
+    /// the survey tools are on.
+    Survey(core_agent_survey::Tool),
+}
+
+/// Two declarations are the same tool when they have the same name (names
+/// are unique among the host tools).
+impl PartialEq for HostTool {
+    fn eq(&self, other: &HostTool) -> bool {
+        self.name == other.name
     }
 }
 
+impl Eq for HostTool {}
+
 /// The host tools, in the order listings show them.
 pub(crate) const HOST_TOOLS: [HostTool; 7] = [
-    HostTool {
-        name: RECORD_PLAN,
-        read_only: false,
-        gated: false,
-        needs_digest: false,
-        survey: None,
-    },
-    HostTool {
-        name: WAIT_AND_VERIFY,
-        read_only: false,
-        gated: false,
-        needs_digest: false,
-        survey: None,
-    },
-    HostTool {
-        name: RETRIEVE_RAW,
-        read_only: true,
-        gated: true,
-        needs_digest: true,
-        survey: None,
-    },
-    survey_tool(core_agent_survey::Tool::ListDir, LIST_DIR),
-    survey_tool(core_agent_survey::Tool::Glob, GLOB),
-    survey_tool(core_agent_survey::Tool::Grep, GREP),
-    survey_tool(core_agent_survey::Tool::ReadManyFiles, READ_MANY_FILES),
+    plan::TOOL,
+    wait::TOOL,
+    retrieve_raw::TOOL,
+    survey::LIST_DIR_TOOL,
+    survey::GLOB_TOOL,
+    survey::GREP_TOOL,
+    survey::READ_MANY_FILES_TOOL,
 ];
 
 /// The host tool called `name`, if there is one (with the digest
@@ -121,57 +122,30 @@ pub(crate) fn host_tool(name: &str, digest_on: bool, survey_on: bool) -> Option<
 }
 
 impl HostTool {
+    /// The survey operation it runs, if it is a survey tool.
+    pub(crate) fn survey(&self) -> Option<core_agent_survey::Tool> {
+        match self.handler {
+            Handler::Survey(tool) => Some(tool),
+            _ => None,
+        }
+    }
+
     /// Whether it exists with the digest `digest_on` or off, the survey
     /// tools `survey_on` or off.
     pub(crate) fn available(&self, digest_on: bool, survey_on: bool) -> bool {
-        (digest_on || !self.needs_digest) && (survey_on || self.survey.is_none())
+        (digest_on || !self.needs_digest) && (survey_on || self.survey().is_none())
     }
 }
 
+/// What a listing shows of a host tool (open to every level until the
+/// survey tools' entry narrows them).
 pub(crate) fn report(tool: &HostTool) -> ToolReport {
-    if let Some(survey) = tool.survey {
-        return ToolReport {
-            name: tool.name.to_owned(),
-            server: None,
-            tool: tool.name.to_owned(),
-            description: survey.description().to_owned(),
-            input_schema: core_agent_survey::input_schema(survey),
-            read_only: tool.read_only,
-            trust_levels: vec!["creator", "agent", "user", "public"],
-            why_restricted: None,
-        };
-    }
-    let (description, schema) = match tool.name {
-        RECORD_PLAN => (
-            "Record your plan for this session before changing anything. With plan-first on (permissions.require_plan_artifact), tools that change state are refused until a plan is recorded.",
-            json!({"type": "object", "properties": {"plan": {"type": "string", "description": "The steps you will take."}}, "required": ["plan"]}),
-        ),
-        RETRIEVE_RAW => (
-            "Get back the raw payload of a digested result: pass the `call_id` from the digest; add a JSON `pointer` (such as /items/42) to get just that part. A payload larger than the result limit comes back in pages: the answer then ends with {\"offset\", \"returned_bytes\", \"total_bytes\", \"next_offset\"}; call again with `offset` set to `next_offset` for the next page.",
-            json!({"type": "object", "properties": {
-                "call_id": {"type": "string", "description": "The call_id of the digest."},
-                "pointer": {"type": "string", "description": "Optional JSON pointer into the payload, such as /items/42."},
-                "offset": {"type": "integer", "minimum": 0, "description": "Byte offset of the page to return (default 0)."},
-                "length": {"type": "integer", "minimum": 1, "description": "Most bytes to return (default: as many as the result limit allows)."}
-            }, "required": ["call_id"]}),
-        ),
-        _ => (
-            "Call a tool repeatedly until a condition on its result holds, then report the attempts. `until` is {\"pointer\": \"/status\", \"equals\": \"ok\"} (a JSON pointer into the result's structured content or its JSON text) or {\"contains\": \"text\"}. An attempt whose server crashed, is restarting or timed out counts as unmet and polling goes on; a server that is down ends the poll. The report lists each attempt's outcome. Only read-only tools, or those listed in tools.wait_and_verify.poll_allow, can be polled.",
-            json!({"type": "object", "properties": {
-                "tool": {"type": "string", "description": "The namespaced tool to poll."},
-                "arguments": {"type": "object", "description": "Its arguments."},
-                "until": {"type": "object", "description": "{\"pointer\": \"/status\", \"equals\": \"ok\"} or {\"contains\": \"text\"}"},
-                "max_attempts": {"type": "integer", "minimum": 1, "default": 10},
-                "interval_ms": {"type": "integer", "minimum": 0, "default": 1000}
-            }, "required": ["tool", "until"]}),
-        ),
-    };
     ToolReport {
         name: tool.name.to_owned(),
         server: None,
         tool: tool.name.to_owned(),
-        description: description.to_owned(),
-        input_schema: schema,
+        description: (tool.description)().to_owned(),
+        input_schema: (tool.schema)(),
         read_only: tool.read_only,
         trust_levels: vec!["creator", "agent", "user", "public"],
         why_restricted: None,
@@ -186,7 +160,7 @@ mod tests {
     fn survey_tools_are_declared_under_the_survey_crate_names() {
         for tool in core_agent_survey::Tool::ALL {
             let declared = host_tool(tool.name(), false, true).unwrap();
-            assert_eq!(declared.survey, Some(tool));
+            assert_eq!(declared.survey(), Some(tool));
             assert!(declared.read_only && declared.gated && !declared.needs_digest);
             assert_eq!(host_tool(tool.name(), true, false), None);
             let report = report(declared);

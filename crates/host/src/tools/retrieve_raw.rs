@@ -8,8 +8,27 @@ use crate::cap::fit_json_str;
 use crate::host::Published;
 use crate::pipeline::restricted;
 use crate::session::Session;
-use crate::tools::{self};
+use crate::tools::{self, Handler, HostTool, RETRIEVE_RAW};
 use crate::{Error, Result};
+
+/// `retrieve_raw`'s declaration: read-only, gated, and there only while the
+/// digest is on.
+pub(crate) const TOOL: HostTool = HostTool {
+    name: RETRIEVE_RAW,
+    description: || "Get back the raw payload of a digested result: pass the `call_id` from the digest; add a JSON `pointer` (such as /items/42) to get just that part. A payload larger than the result limit comes back in pages: the answer then ends with {\"offset\", \"returned_bytes\", \"total_bytes\", \"next_offset\"}; call again with `offset` set to `next_offset` for the next page.",
+    schema: || {
+        json!({"type": "object", "properties": {
+            "call_id": {"type": "string", "description": "The call_id of the digest."},
+            "pointer": {"type": "string", "description": "Optional JSON pointer into the payload, such as /items/42."},
+            "offset": {"type": "integer", "minimum": 0, "description": "Byte offset of the page to return (default 0)."},
+            "length": {"type": "integer", "minimum": 1, "description": "Most bytes to return (default: as many as the result limit allows)."}
+        }, "required": ["call_id"]})
+    },
+    read_only: true,
+    gated: true,
+    needs_digest: true,
+    handler: Handler::RetrieveRaw,
+};
 
 impl Session {
     /// `retrieve_raw {call_id, pointer?, offset?, length?}`: the raw payload
@@ -67,7 +86,7 @@ impl Session {
             // A survey tool's: readable by the levels that may call the tool.
             None if record.server == tools::HOST_SERVER
                 && tools::host_tool(&record.tool, true, true)
-                    .is_some_and(|t| t.survey.is_some())
+                    .is_some_and(|t| t.survey().is_some())
                 && self
                     .host
                     .survey_access()

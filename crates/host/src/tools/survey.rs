@@ -11,8 +11,34 @@ use serde_json::Value;
 use crate::host::SurveyOptions;
 use crate::pipeline::{ToolRoute, shape};
 use crate::session::Session;
-use crate::tools::{self};
+use crate::tools::{self, GLOB, GREP, Handler, HostTool, LIST_DIR, READ_MANY_FILES};
 use crate::{Error, Result};
+
+/// A survey tool's declaration: read-only (plan-first never holds it
+/// back), gated under the `builtin` namespace, digested like a server's
+/// results, described by `core-agent-survey`.
+macro_rules! survey_tool {
+    ($name:expr, $tool:ident) => {
+        HostTool {
+            name: $name,
+            description: || core_agent_survey::Tool::$tool.description(),
+            schema: || core_agent_survey::input_schema(core_agent_survey::Tool::$tool),
+            read_only: true,
+            gated: true,
+            needs_digest: false,
+            handler: Handler::Survey(core_agent_survey::Tool::$tool),
+        }
+    };
+}
+
+/// `list_dir`: lists a directory of the project.
+pub(crate) const LIST_DIR_TOOL: HostTool = survey_tool!(LIST_DIR, ListDir);
+/// `glob`: finds the project's files matching a glob.
+pub(crate) const GLOB_TOOL: HostTool = survey_tool!(GLOB, Glob);
+/// `grep`: searches the project's files for a regular expression.
+pub(crate) const GREP_TOOL: HostTool = survey_tool!(GREP, Grep);
+/// `read_many_files`: reads several of the project's files.
+pub(crate) const READ_MANY_FILES_TOOL: HostTool = survey_tool!(READ_MANY_FILES, ReadManyFiles);
 
 /// How long a survey call may take when the host sets no `call_timeout`.
 pub(crate) const SURVEY_TIMEOUT: Duration = Duration::from_secs(30);

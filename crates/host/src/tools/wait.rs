@@ -11,8 +11,28 @@ use crate::cap::cap_result;
 use crate::host::Published;
 use crate::pipeline::{Route, ToolRoute, suggest};
 use crate::session::Session;
-use crate::tools::{self, WAIT_AND_VERIFY};
+use crate::tools::{self, Handler, HostTool, WAIT_AND_VERIFY};
 use crate::{Error, Result};
+
+/// `wait_and_verify`'s declaration: not gated itself (the tool it polls
+/// goes through the gate), decided when the batch is planned.
+pub(crate) const TOOL: HostTool = HostTool {
+    name: WAIT_AND_VERIFY,
+    description: || "Call a tool repeatedly until a condition on its result holds, then report the attempts. `until` is {\"pointer\": \"/status\", \"equals\": \"ok\"} (a JSON pointer into the result's structured content or its JSON text) or {\"contains\": \"text\"}. An attempt whose server crashed, is restarting or timed out counts as unmet and polling goes on; a server that is down ends the poll. The report lists each attempt's outcome. Only read-only tools, or those listed in tools.wait_and_verify.poll_allow, can be polled.",
+    schema: || {
+        json!({"type": "object", "properties": {
+            "tool": {"type": "string", "description": "The namespaced tool to poll."},
+            "arguments": {"type": "object", "description": "Its arguments."},
+            "until": {"type": "object", "description": "{\"pointer\": \"/status\", \"equals\": \"ok\"} or {\"contains\": \"text\"}"},
+            "max_attempts": {"type": "integer", "minimum": 1, "default": 10},
+            "interval_ms": {"type": "integer", "minimum": 0, "default": 1000}
+        }, "required": ["tool", "until"]})
+    },
+    read_only: false,
+    gated: false,
+    needs_digest: false,
+    handler: Handler::WaitAndVerify,
+};
 
 impl Session {
     /// Decides a `wait_and_verify` call when the batch is planned: its
