@@ -825,7 +825,7 @@ async fn execute(
                         notes.push(format!("{} restricted at this trust level", r.restricted));
                     }
                     let mut detail = match &r.error {
-                        Some(e) if r.status == "error" => {
+                        Some(e) if r.status == core_agent_host::ServerStatus::Error => {
                             format!("error: {}", clean(first_line(e)))
                         }
                         Some(e) => clean(first_line(e)),
@@ -833,14 +833,14 @@ async fn execute(
                         None => format!("{} ({})", count(r.tools, "tool"), notes.join(", ")),
                     };
                     // Only HTTP servers carry credentials.
-                    if r.transport == "http" {
+                    if r.transport == core_agent_host::TransportKind::Http {
                         detail.push_str(&format!("; auth: {}", clean(&r.auth.to_string())));
                     }
                     outln!(
                         "{:<20} {:<6} {:<8} {:<10} {detail}",
                         r.name,
                         r.transport,
-                        r.scope,
+                        r.scope.as_str(),
                         r.status
                     );
                     for line in restricted_lines(&r.restricted_tools) {
@@ -1342,7 +1342,7 @@ fn print_doctor(report: &DoctorReport, json: bool) {
                 s.transport,
                 s.ms
             ),
-            Some(e) if s.status != "error" => {
+            Some(e) if s.status != core_agent_host::ServerStatus::Error => {
                 outln!("server  {}: {}: {}", s.name, s.status, clean(first_line(e)))
             }
             Some(e) => outln!(
@@ -1353,7 +1353,7 @@ fn print_doctor(report: &DoctorReport, json: bool) {
                 clean(first_line(e))
             ),
         }
-        if s.transport == "http" {
+        if s.transport == core_agent_host::TransportKind::Http {
             outln!("        auth: {}", clean(&s.auth.to_string()));
         }
         for line in restricted_lines(&s.restricted_tools) {
@@ -1383,10 +1383,10 @@ fn print_config(config: &core_agent_mcp_config::Config, json: bool) {
     outln!("files (highest precedence first):");
     for f in &report.files {
         let state = match (&f.dialect, f.found) {
-            (Some(d), true) => format!("{d} dialect"),
+            (Some(d), true) => format!("{} dialect", d.as_str()),
             _ => "not found".to_owned(),
         };
-        outln!("  {:<8} {} ({state})", f.scope, f.path);
+        outln!("  {:<8} {} ({state})", f.scope.as_str(), f.path);
     }
     if let Some(dotenv) = &report.dotenv {
         outln!(".env: {dotenv}");
@@ -1485,13 +1485,15 @@ fn print_server_config(s: &core_agent_host::ServerConfigReport) {
         lines.push(("blocked_tools", s.blocked_tools.join(", ")));
     }
     if let Some(levels) = &s.allowed_trust_levels {
+        let levels: Vec<&str> = levels.iter().map(|l| l.as_str()).collect();
         lines.push(("allowed_trust_levels", levels.join(", ")));
     }
     for (tool, levels) in &s.tool_policies {
+        let levels: Vec<&str> = levels.iter().map(|l| l.as_str()).collect();
         lines.push(("tool_policy", format!("{tool}: {}", levels.join(", "))));
     }
     if let Some(cloud) = &s.cloud {
-        lines.push(("cloud", cloud.clone()));
+        lines.push(("cloud", cloud.as_str().to_owned()));
     }
     if s.read_only {
         lines.push(("read_only", "true".to_owned()));

@@ -155,9 +155,9 @@ async fn start_reports_every_server_in_config_order() {
         [
             ServerReport {
                 name: "demo".into(),
-                transport: "stdio".into(),
-                scope: "project".into(),
-                status: "connected".into(),
+                transport: core_agent_host::TransportKind::Stdio,
+                scope: core_agent_mcp_config::Scope::Project,
+                status: core_agent_host::ServerStatus::Connected,
                 tools: 4,
                 listed: 4,
                 left_out: Default::default(),
@@ -173,9 +173,9 @@ async fn start_reports_every_server_in_config_order() {
             },
             ServerReport {
                 name: "missing".into(),
-                transport: "stdio".into(),
-                scope: "project".into(),
-                status: "error".into(),
+                transport: core_agent_host::TransportKind::Stdio,
+                scope: core_agent_mcp_config::Scope::Project,
+                status: core_agent_host::ServerStatus::Error,
                 tools: 0,
                 listed: 0,
                 left_out: Default::default(),
@@ -548,7 +548,7 @@ async fn after_shutdown_nothing_is_published() {
     assert!(host.catalog().entries().is_empty());
     let reports = host.server_reports(TrustLevel::Creator);
     assert_eq!(reports.len(), 1);
-    assert_ne!(reports[0].status, "connected");
+    assert_ne!(reports[0].status, core_agent_host::ServerStatus::Connected);
     assert_eq!(reports[0].tools, 0);
     let err = host
         .call(

@@ -70,10 +70,10 @@ impl From<&Finding> for FindingReport {
 pub struct ServerCheck {
     /// The server.
     pub name: String,
-    /// `stdio` or `http`.
-    pub transport: String,
-    /// `connected` or `error`.
-    pub status: String,
+    /// How it is reached (`stdio`, `http`, `-` when it was not started).
+    pub transport: crate::TransportKind,
+    /// `connected`, `error`, `disabled` or `left-out`.
+    pub status: crate::ServerStatus,
     /// How many tools it publishes (after allowlists and limits).
     pub tools: usize,
     /// How many tools it lists.
@@ -126,8 +126,8 @@ pub async fn doctor(
             for l in &config.left_out {
                 servers.push(ServerCheck {
                     name: l.name.clone(),
-                    transport: "-".to_owned(),
-                    status: crate::report::left_out_status(&l.reason).to_owned(),
+                    transport: crate::TransportKind::NotStarted,
+                    status: crate::ServerStatus::left_out(&l.reason),
                     tools: 0,
                     listed: 0,
                     left_out: Default::default(),
@@ -154,8 +154,8 @@ pub async fn doctor(
                     let summary = catalog.summary(s.name()).cloned().unwrap_or_default();
                     servers.push(ServerCheck {
                         name: s.name().to_owned(),
-                        transport: s.transport().to_owned(),
-                        status: s.status().as_str().to_owned(),
+                        transport: crate::TransportKind::of(s.transport()),
+                        status: crate::ServerStatus::from(s.status()),
                         tools: summary.published,
                         listed: summary.listed,
                         left_out: summary.left_out_by_reason(),

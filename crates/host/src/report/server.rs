@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use core_agent_mcp_config::{LeftOutReason, TrustLevel};
+use core_agent_mcp_config::{LeftOutReason, Scope, Transport, TrustLevel};
 use core_agent_mcp_policy::{Catalog, Restricted};
+use core_agent_mcp_transport::Status;
 use serde::Serialize;
 
 use crate::host::Host;
@@ -13,14 +14,14 @@ use crate::host::Host;
 pub struct ServerReport {
     /// The server's key in `mcp.json`.
     pub name: String,
-    /// `"stdio"` or `"http"`.
-    pub transport: String,
-    /// `"project"` or `"user"`.
-    pub scope: String,
-    /// `"connected"`, `"error"`, `"disabled"` (`"disabled": true` in its
-    /// file) or `"left-out"` (configured in a way core-agent cannot start,
-    /// such as the SSE transport; `error` says why).
-    pub status: String,
+    /// How it is reached (`"stdio"`, `"http"`, `"-"` for a server that was
+    /// not started).
+    pub transport: TransportKind,
+    /// Where it was configured (`"project"` or `"user"`).
+    #[serde(serialize_with = "super::word")]
+    pub scope: Scope,
+    /// Its state (`"connected"`, `"error"`, `"disabled"`, `"left-out"`, …).
+    pub status: ServerStatus,
     /// How many tools it publishes to a caller of the report's trust level.
     pub tools: usize,
     /// How many tools the server listed.
@@ -96,17 +97,32 @@ impl AuthStatus {
 }
 
 impl From<&core_agent_mcp_transport::Auth> for AuthStatus {
+    /// By the strategy: no auth, a static header, or a token source (its
+    /// kind, and where its token comes from when the source says).
     fn from(auth: &core_agent_mcp_transport::Auth) -> Self {
-        let described = auth.to_string();
-        let kind = auth.kind().to_owned();
-        // `google-adc (service account key /k.json)` → detail `service account key /k.json`.
-        let detail = described
-            .strip_prefix(&kind)
-            .map(str::trim)
-            .and_then(|rest| rest.strip_prefix('('))
-            .and_then(|rest| rest.strip_suffix(')'))
-            .map(str::to_owned);
-        AuthStatus { kind, detail }
+        use core_agent_mcp_transport::Auth;
+        match auth {
+            Auth::None | Auth::Static => AuthStatus {
+                kind: auth.kind().to_owned(),
+                detail: None,
+            },
+            // A source describes itself as `kind (detail)`:
+            // `google-adc (service account key /k.json)`.
+            Auth::Source(described) => {
+                let (kind, detail) = match described.split_once(" (") {
+                    Some((kind, rest)) => (kind, rest.strip_suffix(')')),
+                    None => (described.as_str(), None),
+                };
+                AuthStatus {
+                    kind: kind.to_owned(),
+                    detail: detail.map(str::to_owned),
+                }
+            }
+            _ => AuthStatus {
+                kind: auth.kind().to_owned(),
+                detail: None,
+            },
+        }
     }
 }
 
@@ -144,9 +160,9 @@ impl Host {
                 let summary = catalog.summary(s.name()).cloned().unwrap_or_default();
                 ServerReport {
                     name: s.name().to_owned(),
-                    transport: s.transport().to_owned(),
-                    scope: s.scope().as_str().to_owned(),
-                    status: s.status().as_str().to_owned(),
+                    transport: TransportKind::of(s.transport()),
+                    scope: s.scope(),
+                    status: ServerStatus::from(s.status()),
                     tools: catalog
                         .visible(level)
                         .filter(|e| e.server == s.name())
@@ -169,9 +185,9 @@ impl Host {
             .collect();
         reports.extend(self.left_out.iter().map(|l| ServerReport {
             name: l.name.clone(),
-            transport: "-".to_owned(),
-            scope: l.scope.as_str().to_owned(),
-            status: left_out_status(&l.reason).to_owned(),
+            transport: TransportKind::NotStarted,
+            scope: l.scope,
+            status: ServerStatus::left_out(&l.reason),
             tools: 0,
             listed: 0,
             left_out: BTreeMap::new(),
@@ -186,11 +202,118 @@ impl Host {
     }
 }
 
-/// The status reports give a configured server that was not started:
-/// `disabled` when its file says so, `left-out` otherwise.
-pub(crate) fn left_out_status(reason: &LeftOutReason) -> &'static str {
-    match reason {
-        LeftOutReason::Disabled => "disabled",
-        _ => "left-out",
+/// A server's state in a report: how its start went, or why it was not
+/// started. Serialized as the lower-case words `mcp list --json` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ServerStatus {
+    /// `"connected"`: initialized and its tools listed.
+    Connected,
+    /// `"error"`: it failed to start; the report's `error` says why.
+    Error,
+    /// `"closed"`: it was connected and has been shut down.
+    Closed,
+    /// `"restarting"`: its connection ended and it is being started again.
+    Restarting,
+    /// `"down"`: its connection ended and it is not started again.
+    Down,
+    /// `"disabled"`: `"disabled": true` in its file.
+    Disabled,
+    /// `"left-out"`: configured in a way core-agent cannot start (such as
+    /// the SSE transport); the report's `error` says why.
+    LeftOut,
+}
+
+impl ServerStatus {
+    /// The word reports use: `"connected"`, `"error"`, `"closed"`,
+    /// `"restarting"`, `"down"`, `"disabled"` or `"left-out"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerStatus::Connected => "connected",
+            ServerStatus::Error => "error",
+            ServerStatus::Closed => "closed",
+            ServerStatus::Restarting => "restarting",
+            ServerStatus::Down => "down",
+            ServerStatus::Disabled => "disabled",
+            ServerStatus::LeftOut => "left-out",
+        }
+    }
+
+    /// The status of a configured server that was not started: `Disabled`
+    /// when its file says so, `LeftOut` otherwise.
+    pub(crate) fn left_out(reason: &LeftOutReason) -> ServerStatus {
+        match reason {
+            LeftOutReason::Disabled => ServerStatus::Disabled,
+            _ => ServerStatus::LeftOut,
+        }
+    }
+}
+
+impl From<Status> for ServerStatus {
+    fn from(status: Status) -> ServerStatus {
+        match status {
+            Status::Connected => ServerStatus::Connected,
+            Status::Error => ServerStatus::Error,
+            Status::Closed => ServerStatus::Closed,
+            Status::Restarting => ServerStatus::Restarting,
+            Status::Down => ServerStatus::Down,
+        }
+    }
+}
+
+impl std::fmt::Display for ServerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// How a server in a report is reached. Serialized as `"stdio"`, `"http"`,
+/// or `"-"` for a server that was not started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[non_exhaustive]
+pub enum TransportKind {
+    /// `"stdio"`: a child process speaking MCP on stdin/stdout.
+    #[serde(rename = "stdio")]
+    Stdio,
+    /// `"http"`: a streamable HTTP endpoint.
+    #[serde(rename = "http")]
+    Http,
+    /// `"-"`: the server was not started (disabled or left out).
+    #[serde(rename = "-")]
+    NotStarted,
+}
+
+impl TransportKind {
+    /// The word reports use: `"stdio"`, `"http"` or `"-"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Stdio => "stdio",
+            TransportKind::Http => "http",
+            TransportKind::NotStarted => "-",
+        }
+    }
+
+    /// The kind a started server's transport names (`"stdio"` or `"http"`).
+    pub(crate) fn of(transport: &str) -> TransportKind {
+        match transport {
+            "http" => TransportKind::Http,
+            _ => TransportKind::Stdio,
+        }
+    }
+}
+
+impl From<&Transport> for TransportKind {
+    fn from(transport: &Transport) -> TransportKind {
+        match transport {
+            Transport::Stdio(_) => TransportKind::Stdio,
+            Transport::Http(_) => TransportKind::Http,
+        }
+    }
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
     }
 }
