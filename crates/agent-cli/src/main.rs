@@ -916,7 +916,7 @@ async fn execute(
                     e @ (core_agent_host::Error::UnknownTool { .. }
                     | core_agent_host::Error::Withheld { .. }),
                 ) => {
-                    eprintln!("core-agent: {e}");
+                    eprintln!("core-agent: {}", render_error(&e));
                     USAGE
                 }
                 Err(e) => {
@@ -1310,6 +1310,7 @@ fn first_word(s: &str) -> String {
 }
 
 fn print_doctor(report: &DoctorReport, json: bool) {
+    let report = &doctor_worded(report);
     if json {
         print_json(report);
         return;
@@ -1630,12 +1631,36 @@ fn describe_block(block: &ContentBlock) -> String {
 }
 
 /// A Host error as this command says it: a refused ask also names `--yes`.
+/// The doctor's report with each remedy in the CLI's words (its commands).
+fn doctor_worded(report: &DoctorReport) -> DoctorReport {
+    use core_agent_host::Remedy;
+    let mut report = report.clone();
+    for f in &mut report.findings {
+        match f.remedy {
+            Some(Remedy::FixThenRecheck { what }) => {
+                f.fix = format!("fix {what}, then run `core-agent mcp doctor` again");
+            }
+            Some(Remedy::ReviewChangedTool) => {
+                f.fix = "compare the change with what the tool should do; if it is expected, run the `core-agent mcp trust` command named above".to_owned();
+            }
+            Some(Remedy::RepairLock) => {
+                f.fix = "fix or delete mcp.lock, then run `core-agent mcp trust`".to_owned();
+            }
+            _ => {}
+        }
+    }
+    report
+}
+
 fn render_error(e: &core_agent_host::Error) -> String {
     match e {
         core_agent_host::Error::Denied {
             unanswered_ask: true,
             ..
         } => format!("{e}, or run with --yes to approve every ask of this run"),
+        core_agent_host::Error::UnknownTool { name, suggestions } if suggestions.is_empty() => {
+            format!("no tool named `{name}`; run `core-agent tools` to list the tools")
+        }
         _ => e.to_string(),
     }
 }

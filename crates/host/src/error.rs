@@ -77,7 +77,7 @@ pub enum Error {
 
 fn did_you_mean(suggestions: &[String]) -> String {
     match suggestions {
-        [] => "; run `core-agent tools` to list the tools".to_owned(),
+        [] => "; list the tools with tools/list".to_owned(),
         names => format!(
             "; did you mean {}?",
             names

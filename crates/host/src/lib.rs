@@ -23,8 +23,9 @@ pub use pin::Trusted;
 pub use report::{
     AuthReport, AuthStatus, BatchLine, ConfigReport, ConnectionReport, DoctorOptions, DoctorReport,
     FileReport, FindingReport, GoogleOAuthReport, LeftOutReport, LimitsReport, OAuthReport,
-    OutcomeLine, RestrictedTool, ServerCheck, ServerConfigReport, ServerReport, ServerStatus,
-    SettingReport, ToolReport, TransportKind, UsageReport, config_report, doctor, on_path,
+    OutcomeLine, Remedy, RestrictedTool, ServerCheck, ServerConfigReport, ServerReport,
+    ServerStatus, SettingReport, ToolReport, TransportKind, UsageReport, config_report, doctor,
+    on_path,
 };
 pub use session::{CallOutcome, CallRequest, Session, SessionOptions};
 pub use setup::{HostConfig, Overrides, load_permissions, permission_files, project_root};

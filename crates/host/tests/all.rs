@@ -424,13 +424,9 @@ async fn an_unknown_name_suggests_close_ones() {
         (
             "frobnicate",
             &[],
-            "no tool named `frobnicate`; run `core-agent tools` to list the tools",
+            "no tool named `frobnicate`; list the tools with tools/list",
         ),
-        (
-            "",
-            &[],
-            "no tool named ``; run `core-agent tools` to list the tools",
-        ),
+        ("", &[], "no tool named ``; list the tools with tools/list"),
     ];
     for (name, want, message) in table {
         let err = host

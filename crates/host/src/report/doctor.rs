@@ -48,8 +48,44 @@ pub struct FindingReport {
     pub field: Option<String>,
     /// What is wrong.
     pub message: String,
-    /// What to do.
+    /// What to do, in the library's words.
     pub fix: String,
+    /// The remedy as data, where it is a step a front end names in its own
+    /// words (its command for re-running the checks, for accepting a
+    /// changed tool); `None` when `fix` says all.
+    #[serde(skip)]
+    pub remedy: Option<Remedy>,
+}
+
+/// A remedy a front end words for its users (the `core-agent` binary names
+/// its commands); [`FindingReport::fix`] says the same without them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Remedy {
+    /// Fix `what` (`the server or its entry`, `the file`), then run the
+    /// checks again.
+    FixThenRecheck {
+        /// What to fix.
+        what: &'static str,
+    },
+    /// A pinned tool changed: compare the change with what the tool should
+    /// do and, if it is expected, accept the new definition into `mcp.lock`
+    /// (as the finding's message names it).
+    ReviewChangedTool,
+    /// `mcp.lock` could not be verified: fix or delete it, then accept the
+    /// servers' definitions into it again.
+    RepairLock,
+}
+
+impl Remedy {
+    /// The remedy in words that name no command.
+    pub fn describe(self) -> String {
+        match self {
+            Remedy::FixThenRecheck { what } => format!("fix {what}, then run the checks again"),
+            Remedy::ReviewChangedTool => "compare the change with what the tool should do; if it is expected, accept the new definition into mcp.lock as named above".to_owned(),
+            Remedy::RepairLock => "fix or delete mcp.lock, then accept the servers' tool definitions into it again".to_owned(),
+        }
+    }
 }
 
 impl From<&Finding> for FindingReport {
@@ -61,6 +97,7 @@ impl From<&Finding> for FindingReport {
             field: f.field.clone(),
             message: f.message.clone(),
             fix: f.fix.clone(),
+            remedy: None,
         }
     }
 }
@@ -97,10 +134,17 @@ pub async fn doctor(
     options: DoctorOptions,
 ) -> DoctorReport {
     let mut findings: Vec<Finding> = Vec::new();
+    // Which findings carry a remedy a front end words (by index).
+    let mut remedies: Vec<(usize, Remedy)> = Vec::new();
     let mut servers = Vec::new();
     let (mut tools, mut token_estimate) = (0, 0);
     match config {
-        Err(e) => findings.extend(load_findings(e)),
+        Err(e) => {
+            findings.extend(load_findings(e));
+            if !matches!(e, core_agent_mcp_config::Error::Invalid { .. }) {
+                remedies.push((0, LOAD));
+            }
+        }
         Ok(config) => {
             let env = config.dotenv.over_process();
             findings.extend(diagnose(config, &env, options.cloud));
@@ -171,8 +215,9 @@ pub async fn doctor(
                             server: Some(s.name().to_owned()),
                             field: None,
                             message: e.to_string(),
-                            fix: "fix the server or its entry, then run `core-agent mcp doctor` again".to_owned(),
+                            fix: CONNECT.describe(),
                         });
+                        remedies.push((findings.len() - 1, CONNECT));
                     }
                     if s.status() == Status::Connected
                         && let Some(line) = s.stdout_noise()
@@ -210,10 +255,12 @@ pub async fn doctor(
                             "nothing breaks: the built-in keeps its name; rename the server to publish the tool under a plain name"
                         }
                         "tool-changed" | "tool-quarantined" => {
-                            "compare the change with what the tool should do; if it is expected, run the `core-agent mcp trust` command named above"
+                            remedies.push((findings.len(), Remedy::ReviewChangedTool));
+                            "compare the change with what the tool should do; if it is expected, accept the new definition into mcp.lock as named above"
                         }
                         "pin-unverified" => {
-                            "fix or delete mcp.lock, then run `core-agent mcp trust`"
+                            remedies.push((findings.len(), Remedy::RepairLock));
+                            "fix or delete mcp.lock, then accept the servers' tool definitions into it again"
                         }
                         _ => "fix the names in mcp.json; the exposed names are listed",
                     };
@@ -263,12 +310,26 @@ pub async fn doctor(
     DoctorReport {
         warnings: findings.len() - errors,
         errors,
-        findings: findings.iter().map(FindingReport::from).collect(),
+        findings: findings
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FindingReport {
+                remedy: remedies.iter().find(|(at, _)| *at == i).map(|(_, r)| *r),
+                ..FindingReport::from(f)
+            })
+            .collect(),
         servers,
         tools,
         token_estimate,
     }
 }
+
+/// The remedy of a server that failed to connect.
+const CONNECT: Remedy = Remedy::FixThenRecheck {
+    what: "the server or its entry",
+};
+/// The remedy of a config file that failed to load.
+const LOAD: Remedy = Remedy::FixThenRecheck { what: "the file" };
 
 /// A config that failed to load, as findings.
 fn load_findings(e: &core_agent_mcp_config::Error) -> Vec<Finding> {
@@ -282,7 +343,7 @@ fn load_findings(e: &core_agent_mcp_config::Error) -> Vec<Finding> {
             server: None,
             field: None,
             message: other.to_string(),
-            fix: "fix the file, then run `core-agent mcp doctor` again".to_owned(),
+            fix: LOAD.describe(),
         }],
     }
 }

@@ -11,7 +11,9 @@ pub use config::{
     AuthReport, ConfigReport, ConnectionReport, FileReport, GoogleOAuthReport, LeftOutReport,
     LimitsReport, OAuthReport, ServerConfigReport, SettingReport, config_report,
 };
-pub use doctor::{DoctorOptions, DoctorReport, FindingReport, ServerCheck, doctor, on_path};
+pub use doctor::{
+    DoctorOptions, DoctorReport, FindingReport, Remedy, ServerCheck, doctor, on_path,
+};
 pub(crate) use server::restricted_tools;
 pub use server::{AuthStatus, RestrictedTool, ServerReport, ServerStatus, TransportKind};
 pub use tool::ToolReport;
