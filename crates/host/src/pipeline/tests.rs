@@ -153,7 +153,7 @@ fn resolve_suggests_names_for_an_unknown_tool() {
     let err = resolve(&published, "zzz", TrustLevel::Creator, false, None).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "no tool named `zzz`; run `core-agent tools` to list the tools"
+        "no tool named `zzz`; list the tools with tools/list"
     );
 }
 
