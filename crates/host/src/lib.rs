@@ -5,6 +5,7 @@ mod cap;
 pub mod demo;
 mod error;
 mod host;
+#[cfg(feature = "llm")]
 mod llm;
 mod pin;
 mod pipeline;
@@ -18,6 +19,7 @@ mod wrap;
 pub use cap::cap_result;
 pub use error::{Error, Result};
 pub use host::{DigestOptions, Host, HostOptions, ServerReady, SurveyOptions};
+#[cfg(feature = "llm")]
 pub use llm::OpenAiSummarizer;
 pub use pin::Trusted;
 pub use report::{

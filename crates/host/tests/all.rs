@@ -699,6 +699,7 @@ async fn calls_are_send_and_sessions_share_one_host() {
 /// A payload is readable from the session that produced it and from the
 /// other sessions of its owner (a gateway token, a later run with the same
 /// `--session-db`), never from another owner's or an anonymous session.
+#[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn retrieve_raw_reads_the_owners_other_sessions_only() {
     let dir = tempfile::tempdir().unwrap();
