@@ -600,11 +600,9 @@ async fn run(cli: Cli) -> u8 {
             host.start.elicitor = Arc::new(NoticeDecline);
             host.start.supervisor = supervisor();
             host.start.credentials = core_agent_mcp_transport::oauth::CredentialsDir::user();
-            let doctor_options = DoctorOptions {
-                cloud: *cloud,
-                offline: *offline,
-                host,
-            };
+            let doctor_options = DoctorOptions::new(host)
+                .with_cloud(*cloud)
+                .with_offline(*offline);
             let mut stop = match StopSignals::install() {
                 Ok(s) => s,
                 Err(e) => {

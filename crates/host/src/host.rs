@@ -42,6 +42,7 @@ pub struct HostOptions {
 
 /// Where the survey tools look, and how much they return.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SurveyOptions {
     /// The directory they are confined to (the project root: the directory
     /// that holds the agents directory).
@@ -64,6 +65,86 @@ pub struct DigestOptions {
     pub store: Arc<dyn core_agent_digest::Store>,
     /// The LLM second chance, when enabled.
     pub llm: Option<crate::LlmPath>,
+}
+
+impl HostOptions {
+    /// The digest (`None` turns it off, and `retrieve_raw` with it).
+    pub fn with_digest(mut self, digest: Option<DigestOptions>) -> HostOptions {
+        self.digest = digest;
+        self
+    }
+
+    /// The survey tools (`None` turns them off).
+    pub fn with_survey(mut self, survey: Option<SurveyOptions>) -> HostOptions {
+        self.survey = survey;
+        self
+    }
+
+    /// The permission gate's config.
+    pub fn with_permissions(mut self, permissions: PermissionsConfig) -> HostOptions {
+        self.permissions = permissions;
+        self
+    }
+
+    /// Overrides every server's `call_timeout_ms`.
+    pub fn with_call_timeout(mut self, timeout: Option<Duration>) -> HostOptions {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// How servers are started.
+    pub fn with_start(mut self, start: StartOptions) -> HostOptions {
+        self.start = start;
+        self
+    }
+}
+
+impl SurveyOptions {
+    /// The survey tools confined to `root`, with the default limits, all
+    /// four offered to every trust level.
+    pub fn new(root: impl Into<std::path::PathBuf>) -> SurveyOptions {
+        SurveyOptions {
+            root: root.into(),
+            limits: core_agent_survey::Limits::default(),
+            access: BuiltinTools::default(),
+        }
+    }
+
+    /// Bounds on each output.
+    pub fn with_limits(mut self, limits: core_agent_survey::Limits) -> SurveyOptions {
+        self.limits = limits;
+        self
+    }
+
+    /// Which of the four are offered and to which trust levels.
+    pub fn with_access(mut self, access: BuiltinTools) -> SurveyOptions {
+        self.access = access;
+        self
+    }
+}
+
+impl DigestOptions {
+    /// The digest over `store`, with the router's default settings and no
+    /// LLM second chance.
+    pub fn new(store: Arc<dyn core_agent_digest::Store>) -> DigestOptions {
+        DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store,
+            llm: None,
+        }
+    }
+
+    /// The router's settings.
+    pub fn with_settings(mut self, settings: core_agent_digest::Settings) -> DigestOptions {
+        self.settings = settings;
+        self
+    }
+
+    /// The LLM second chance.
+    pub fn with_llm(mut self, llm: Option<crate::LlmPath>) -> DigestOptions {
+        self.llm = llm;
+        self
+    }
 }
 
 impl std::fmt::Debug for DigestOptions {

@@ -40,6 +40,53 @@ pub struct SessionOptions {
     pub digest_note: Option<String>,
 }
 
+impl SessionOptions {
+    /// A session at `trust_level`, with every other setting at its default
+    /// (asks refused, a new session id).
+    pub fn new(trust_level: TrustLevel) -> SessionOptions {
+        SessionOptions {
+            trust_level,
+            ..SessionOptions::default()
+        }
+    }
+
+    /// Overrides the configured permission mode.
+    pub fn with_mode(mut self, mode: Option<Mode>) -> SessionOptions {
+        self.mode = mode;
+        self
+    }
+
+    /// Who answers the gate's asks.
+    pub fn with_prompter(mut self, prompter: Arc<dyn Prompter>) -> SessionOptions {
+        self.prompter = prompter;
+        self
+    }
+
+    /// The session id its digests are kept under.
+    pub fn with_id(mut self, id: Option<String>) -> SessionOptions {
+        self.id = id;
+        self
+    }
+
+    /// Overrides the LLM second chance's spending ceiling.
+    pub fn with_cost_ceiling(mut self, ceiling: Option<f64>) -> SessionOptions {
+        self.cost_ceiling = ceiling;
+        self
+    }
+
+    /// Who opened the session (a gateway token's name).
+    pub fn with_owner(mut self, owner: Option<String>) -> SessionOptions {
+        self.owner = owner;
+        self
+    }
+
+    /// The `"note"` of each of its digests' synthetic responses.
+    pub fn with_digest_note(mut self, note: Option<String>) -> SessionOptions {
+        self.digest_note = note;
+        self
+    }
+}
+
 impl std::fmt::Debug for SessionOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionOptions")

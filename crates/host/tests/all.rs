@@ -857,11 +857,7 @@ async fn retrieve_raw_of_a_dropped_payload_says_it_was_dropped_to_bound_memory()
 
 /// The survey tools over `root`, with the default limits.
 fn survey_over(root: &std::path::Path) -> Option<core_agent_host::SurveyOptions> {
-    Some(core_agent_host::SurveyOptions {
-        root: root.to_owned(),
-        limits: core_agent_survey::Limits::default(),
-        access: core_agent_mcp_config::BuiltinTools::default(),
-    })
+    Some(core_agent_host::SurveyOptions::new(root))
 }
 
 /// Host options with the survey tools over `root` and the digest on (a

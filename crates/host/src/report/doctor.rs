@@ -9,6 +9,7 @@ use crate::{Host, HostOptions};
 
 /// What `core-agent mcp doctor` checks.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct DoctorOptions {
     /// Also check what a cloud deployment cannot run.
     pub cloud: bool,
@@ -16,6 +17,29 @@ pub struct DoctorOptions {
     pub offline: bool,
     /// How servers are started for the connect phase.
     pub host: HostOptions,
+}
+
+impl DoctorOptions {
+    /// Connect to the servers, started with `host`; no cloud checks.
+    pub fn new(host: HostOptions) -> DoctorOptions {
+        DoctorOptions {
+            cloud: false,
+            offline: false,
+            host,
+        }
+    }
+
+    /// Also check what a cloud deployment cannot run.
+    pub fn with_cloud(mut self, cloud: bool) -> DoctorOptions {
+        self.cloud = cloud;
+        self
+    }
+
+    /// Skip connecting to the servers.
+    pub fn with_offline(mut self, offline: bool) -> DoctorOptions {
+        self.offline = offline;
+        self
+    }
 }
 
 /// Everything `doctor` found, as `core-agent mcp doctor --json` prints it.
