@@ -512,11 +512,8 @@ async fn run(cli: Cli) -> u8 {
     let screen = Screen::new(Screen::wanted(json_out));
     // Prompts read stdin and draw on stderr.
     let can_prompt = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let mut session = SessionOptions {
-        trust_level: cli.global.trust_level.level(),
-        id: cli.global.session.clone(),
-        ..SessionOptions::default()
-    };
+    let mut session =
+        SessionOptions::new(cli.global.trust_level.level()).with_id(cli.global.session.clone());
     if let Command::Call { mode, yes, .. } = &cli.command {
         session.mode = mode.map(ModeArg::mode);
         if cli.global.session_db.is_none() {

@@ -155,10 +155,7 @@ async fn host(digest: bool) -> (Arc<Host>, Session) {
             server.error().map(ToString::to_string)
         );
     }
-    let session = host.session(SessionOptions {
-        trust_level: TrustLevel::Creator,
-        ..SessionOptions::default()
-    });
+    let session = host.session(SessionOptions::new(TrustLevel::Creator));
     (host, session)
 }
 

@@ -17,6 +17,7 @@ use crate::{Error, Result};
 /// One caller's settings: its trust level, how its asks are answered, its
 /// session id.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct SessionOptions {
     /// Which tools the caller may see and call.
     pub trust_level: TrustLevel,

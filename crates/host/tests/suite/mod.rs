@@ -84,10 +84,8 @@ impl TestHost {
         arguments: JsonObject,
         level: TrustLevel,
     ) -> core_agent_host::Result<CallToolResult> {
-        let options = SessionOptions {
-            trust_level: level,
-            ..self.session.clone()
-        };
+        let mut options = self.session.clone();
+        options.trust_level = level;
         self.host.session(options).call(name, arguments).await
     }
 }
@@ -132,10 +130,7 @@ fn text(result: &CallToolResult) -> String {
 /// Host options whose gate approves every ask: these tests are about the
 /// Host's dispatch, not its permissions.
 fn approving() -> SessionOptions {
-    SessionOptions {
-        prompter: std::sync::Arc::new(core_agent_permissions::ApproveAll),
-        ..SessionOptions::default()
-    }
+    SessionOptions::default().with_prompter(std::sync::Arc::new(core_agent_permissions::ApproveAll))
 }
 
 /// Counts the asks it answers, approving each.

@@ -5,10 +5,7 @@ use super::*;
 #[tokio::test]
 async fn wait_and_verify_asks_once_for_every_attempt() {
     let prompter = std::sync::Arc::new(CountingPrompter::default());
-    let session = SessionOptions {
-        prompter: prompter.clone(),
-        ..SessionOptions::default()
-    };
+    let session = SessionOptions::default().with_prompter(prompter.clone());
     let host = start_with(vec![demo("demo")], HostOptions::default(), session).await;
     let outcome = host
         .call(
@@ -50,11 +47,9 @@ async fn retrieve_raw_is_gated_like_a_read_only_tool() {
         }),
         ..HostOptions::default()
     };
-    let session = SessionOptions {
-        prompter: prompter.clone(),
-        id: Some("s".into()),
-        ..SessionOptions::default()
-    };
+    let session = SessionOptions::default()
+        .with_prompter(prompter.clone())
+        .with_id(Some("s".into()));
     let host = start_with(vec![demo("demo")], options, session).await;
     let listed = host
         .call("demo_list_inventory", JsonObject::new(), TrustLevel::Public)
@@ -85,10 +80,9 @@ async fn calls_are_send_and_sessions_share_one_host() {
     fn spawnable<T: Send>(_: &T) {}
     let host = start(vec![demo("demo")], HostOptions::default()).await;
     let a = host.host.session(approving());
-    let b = host.host.session(SessionOptions {
-        trust_level: TrustLevel::Public,
-        ..approving()
-    });
+    let mut public = approving();
+    public.trust_level = TrustLevel::Public;
+    let b = host.host.session(public);
     {
         let call = a.call("demo_divide", args(json!({"a": 1, "b": 2})));
         spawnable(&call);
@@ -117,10 +111,7 @@ async fn retrieve_raw_reads_the_owners_other_sessions_only() {
             llm: None,
         })
     };
-    let owned = |owner: Option<&str>| SessionOptions {
-        owner: owner.map(str::to_owned),
-        ..approving()
-    };
+    let owned = |owner: Option<&str>| approving().with_owner(owner.map(str::to_owned));
     let call_id = {
         let store = std::sync::Arc::new(core_agent_digest::SqliteStore::open(&db).unwrap());
         let options = HostOptions {
@@ -180,10 +171,10 @@ async fn a_dropped_session_that_stored_nothing_leaves_no_owner() {
     use core_agent_digest::Store;
     let store = std::sync::Arc::new(core_agent_digest::MemoryStore::new());
     let host = start(vec![demo("demo")], digesting_into(store.clone())).await;
-    let owned = |id: &str| SessionOptions {
-        owner: Some("bot".to_owned()),
-        id: Some(id.to_owned()),
-        ..approving()
+    let owned = |id: &str| {
+        approving()
+            .with_owner(Some("bot".to_owned()))
+            .with_id(Some(id.to_owned()))
     };
     let idle = host.host.session(owned("session-idle"));
     let small = idle
