@@ -512,11 +512,8 @@ async fn run(cli: Cli) -> u8 {
     let screen = Screen::new(Screen::wanted(json_out));
     // Prompts read stdin and draw on stderr.
     let can_prompt = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let mut session = SessionOptions {
-        trust_level: cli.global.trust_level.level(),
-        id: cli.global.session.clone(),
-        ..SessionOptions::default()
-    };
+    let mut session =
+        SessionOptions::new(cli.global.trust_level.level()).with_id(cli.global.session.clone());
     if let Command::Call { mode, yes, .. } = &cli.command {
         session.mode = mode.map(ModeArg::mode);
         if cli.global.session_db.is_none() {
@@ -600,11 +597,9 @@ async fn run(cli: Cli) -> u8 {
             host.start.elicitor = Arc::new(NoticeDecline);
             host.start.supervisor = supervisor();
             host.start.credentials = core_agent_mcp_transport::oauth::CredentialsDir::user();
-            let doctor_options = DoctorOptions {
-                cloud: *cloud,
-                offline: *offline,
-                host,
-            };
+            let doctor_options = DoctorOptions::new(host)
+                .with_cloud(*cloud)
+                .with_offline(*offline);
             let mut stop = match StopSignals::install() {
                 Ok(s) => s,
                 Err(e) => {
@@ -825,7 +820,7 @@ async fn execute(
                         notes.push(format!("{} restricted at this trust level", r.restricted));
                     }
                     let mut detail = match &r.error {
-                        Some(e) if r.status == "error" => {
+                        Some(e) if r.status == core_agent_host::ServerStatus::Error => {
                             format!("error: {}", clean(first_line(e)))
                         }
                         Some(e) => clean(first_line(e)),
@@ -833,14 +828,14 @@ async fn execute(
                         None => format!("{} ({})", count(r.tools, "tool"), notes.join(", ")),
                     };
                     // Only HTTP servers carry credentials.
-                    if r.transport == "http" {
+                    if r.transport == core_agent_host::TransportKind::Http {
                         detail.push_str(&format!("; auth: {}", clean(&r.auth.to_string())));
                     }
                     outln!(
                         "{:<20} {:<6} {:<8} {:<10} {detail}",
                         r.name,
                         r.transport,
-                        r.scope,
+                        r.scope.as_str(),
                         r.status
                     );
                     for line in restricted_lines(&r.restricted_tools) {
@@ -916,7 +911,7 @@ async fn execute(
                     e @ (core_agent_host::Error::UnknownTool { .. }
                     | core_agent_host::Error::Withheld { .. }),
                 ) => {
-                    eprintln!("core-agent: {e}");
+                    eprintln!("core-agent: {}", render_error(&e));
                     USAGE
                 }
                 Err(e) => {
@@ -1310,6 +1305,7 @@ fn first_word(s: &str) -> String {
 }
 
 fn print_doctor(report: &DoctorReport, json: bool) {
+    let report = &doctor_worded(report);
     if json {
         print_json(report);
         return;
@@ -1342,7 +1338,7 @@ fn print_doctor(report: &DoctorReport, json: bool) {
                 s.transport,
                 s.ms
             ),
-            Some(e) if s.status != "error" => {
+            Some(e) if s.status != core_agent_host::ServerStatus::Error => {
                 outln!("server  {}: {}: {}", s.name, s.status, clean(first_line(e)))
             }
             Some(e) => outln!(
@@ -1353,7 +1349,7 @@ fn print_doctor(report: &DoctorReport, json: bool) {
                 clean(first_line(e))
             ),
         }
-        if s.transport == "http" {
+        if s.transport == core_agent_host::TransportKind::Http {
             outln!("        auth: {}", clean(&s.auth.to_string()));
         }
         for line in restricted_lines(&s.restricted_tools) {
@@ -1383,10 +1379,10 @@ fn print_config(config: &core_agent_mcp_config::Config, json: bool) {
     outln!("files (highest precedence first):");
     for f in &report.files {
         let state = match (&f.dialect, f.found) {
-            (Some(d), true) => format!("{d} dialect"),
+            (Some(d), true) => format!("{} dialect", d.as_str()),
             _ => "not found".to_owned(),
         };
-        outln!("  {:<8} {} ({state})", f.scope, f.path);
+        outln!("  {:<8} {} ({state})", f.scope.as_str(), f.path);
     }
     if let Some(dotenv) = &report.dotenv {
         outln!(".env: {dotenv}");
@@ -1485,13 +1481,15 @@ fn print_server_config(s: &core_agent_host::ServerConfigReport) {
         lines.push(("blocked_tools", s.blocked_tools.join(", ")));
     }
     if let Some(levels) = &s.allowed_trust_levels {
+        let levels: Vec<&str> = levels.iter().map(|l| l.as_str()).collect();
         lines.push(("allowed_trust_levels", levels.join(", ")));
     }
     for (tool, levels) in &s.tool_policies {
+        let levels: Vec<&str> = levels.iter().map(|l| l.as_str()).collect();
         lines.push(("tool_policy", format!("{tool}: {}", levels.join(", "))));
     }
     if let Some(cloud) = &s.cloud {
-        lines.push(("cloud", cloud.clone()));
+        lines.push(("cloud", cloud.as_str().to_owned()));
     }
     if s.read_only {
         lines.push(("read_only", "true".to_owned()));
@@ -1628,12 +1626,36 @@ fn describe_block(block: &ContentBlock) -> String {
 }
 
 /// A Host error as this command says it: a refused ask also names `--yes`.
+/// The doctor's report with each remedy in the CLI's words (its commands).
+fn doctor_worded(report: &DoctorReport) -> DoctorReport {
+    use core_agent_host::Remedy;
+    let mut report = report.clone();
+    for f in &mut report.findings {
+        match f.remedy {
+            Some(Remedy::FixThenRecheck { what }) => {
+                f.fix = format!("fix {what}, then run `core-agent mcp doctor` again");
+            }
+            Some(Remedy::ReviewChangedTool) => {
+                f.fix = "compare the change with what the tool should do; if it is expected, run the `core-agent mcp trust` command named above".to_owned();
+            }
+            Some(Remedy::RepairLock) => {
+                f.fix = "fix or delete mcp.lock, then run `core-agent mcp trust`".to_owned();
+            }
+            _ => {}
+        }
+    }
+    report
+}
+
 fn render_error(e: &core_agent_host::Error) -> String {
     match e {
         core_agent_host::Error::Denied {
             unanswered_ask: true,
             ..
         } => format!("{e}, or run with --yes to approve every ask of this run"),
+        core_agent_host::Error::UnknownTool { name, suggestions } if suggestions.is_empty() => {
+            format!("no tool named `{name}`; run `core-agent tools` to list the tools")
+        }
         _ => e.to_string(),
     }
 }

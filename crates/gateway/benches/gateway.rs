@@ -251,10 +251,7 @@ fn calls(c: &mut Criterion) {
         .unwrap();
     let host = rt.block_on(host());
     let gateway = Gateway::new(host.clone(), GatewayOptions::default());
-    let session = host.session(SessionOptions {
-        trust_level: TrustLevel::Creator,
-        ..SessionOptions::default()
-    });
+    let session = host.session(SessionOptions::new(TrustLevel::Creator));
     let (bare_client, mut child) = rt.block_on(bare());
     let stdio = rt.block_on(stdio_client(&gateway));
     let hop = rt.block_on(hop_client());

@@ -104,24 +104,24 @@ impl McpSession {
                     .registry
                     .open(id.clone(), &caller.name, caller.trust_level);
             let options = &self.gateway.inner.options;
-            let session = self.gateway.inner.host.session(SessionOptions {
-                trust_level: caller.trust_level,
-                mode: options.mode,
-                prompter: if sessionless(cx) {
-                    Arc::new(Answered(answered.unwrap_or(false)))
-                } else {
-                    Arc::new(ElicitPrompter {
-                        peer: cx.peer.clone(),
-                        timeout: options.ask_timeout,
-                    })
-                },
-                id: Some(id),
-                cost_ceiling: options.cost_ceiling,
-                // Payloads stay readable by the same token's later sessions
-                // (also across restarts, with --session-db).
-                owner: Some(caller.name.clone()),
-                digest_note: None,
-            });
+            let prompter: Arc<dyn core_agent_permissions::Prompter> = if sessionless(cx) {
+                Arc::new(Answered(answered.unwrap_or(false)))
+            } else {
+                Arc::new(ElicitPrompter {
+                    peer: cx.peer.clone(),
+                    timeout: options.ask_timeout,
+                })
+            };
+            let session = self.gateway.inner.host.session(
+                SessionOptions::new(caller.trust_level)
+                    .with_mode(options.mode)
+                    .with_prompter(prompter)
+                    .with_id(Some(id))
+                    .with_cost_ceiling(options.cost_ceiling)
+                    // Payloads stay readable by the same token's later sessions
+                    // (also across restarts, with --session-db).
+                    .with_owner(Some(caller.name.clone())),
+            );
             Live {
                 caller: caller.clone(),
                 session,

@@ -48,7 +48,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use core_agent_digest::{MemoryStore, Settings};
-use core_agent_host::{DigestOptions, Host, HostOptions, Session, SessionOptions, builtin};
+use core_agent_host::{DigestOptions, Host, HostOptions, Session, SessionOptions};
 use core_agent_mcp_config::{
     Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport, TrustLevel,
 };
@@ -155,10 +155,7 @@ async fn host(digest: bool) -> (Arc<Host>, Session) {
             server.error().map(ToString::to_string)
         );
     }
-    let session = host.session(SessionOptions {
-        trust_level: TrustLevel::Creator,
-        ..SessionOptions::default()
-    });
+    let session = host.session(SessionOptions::new(TrustLevel::Creator));
     (host, session)
 }
 
@@ -461,11 +458,7 @@ fn catalog(c: &mut Criterion) {
                 .collect()
         })
         .collect();
-    let reserved = [
-        builtin::RECORD_PLAN,
-        builtin::WAIT_AND_VERIFY,
-        builtin::RETRIEVE_RAW,
-    ];
+    let reserved = ["record_plan", "wait_and_verify", "retrieve_raw"];
     let build = || {
         Catalog::build_reserving(
             names.iter().zip(&tools).map(|(name, tools)| ServerTools {

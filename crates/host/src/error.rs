@@ -70,6 +70,14 @@ pub enum Error {
     /// The call could not be made or did not finish.
     #[error(transparent)]
     Call(#[from] core_agent_mcp_transport::Error),
+    /// A setting needs a crate feature this build was compiled without.
+    #[error("{what} needs the `{feature}` feature of core-agent-host, which this build lacks")]
+    FeatureOff {
+        /// The feature (`sqlite`, `llm`).
+        feature: &'static str,
+        /// What asked for it (`a session database`).
+        what: &'static str,
+    },
     /// The digest's store could not be opened.
     #[error(transparent)]
     Digest(#[from] core_agent_digest::Error),
@@ -77,7 +85,7 @@ pub enum Error {
 
 fn did_you_mean(suggestions: &[String]) -> String {
     match suggestions {
-        [] => "; run `core-agent tools` to list the tools".to_owned(),
+        [] => "; list the tools with tools/list".to_owned(),
         names => format!(
             "; did you mean {}?",
             names

@@ -7,16 +7,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use core_agent_digest::{
-    DEFAULT_MAX_INPUT_BYTES, MemoryStore, Price, Pricing, Settings, SqliteStore, Store,
-    choose_model,
-};
+use core_agent_digest::{MemoryStore, Price, Pricing, Settings, Store};
 use core_agent_mcp_config::Config;
 use core_agent_permissions::PermissionsConfig;
 
-use crate::{DigestOptions, HostOptions, LlmPath, OpenAiSummarizer, SurveyOptions};
+use crate::{DigestOptions, HostOptions, SurveyOptions};
 
 /// How long one LLM summary may take.
+#[cfg(feature = "llm")]
 const LLM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a caller (the command line, a library user) sets over the config
@@ -132,7 +130,15 @@ impl HostConfig {
         let wrap_on = !overrides.no_digest && config.wrap.enabled.as_ref().is_none_or(|s| s.value);
         if wrap_on {
             let store: Arc<dyn Store> = match &overrides.session_db {
-                Some(path) => Arc::new(SqliteStore::open(path)?),
+                #[cfg(feature = "sqlite")]
+                Some(path) => Arc::new(core_agent_digest::SqliteStore::open(path)?),
+                #[cfg(not(feature = "sqlite"))]
+                Some(_) => {
+                    return Err(crate::Error::FeatureOff {
+                        feature: "sqlite",
+                        what: "a session database",
+                    });
+                }
                 None => Arc::new(MemoryStore::new()),
             };
             let mut settings = Settings::default();
@@ -142,30 +148,7 @@ impl HostConfig {
             let llm_on =
                 overrides.llm == Some(true) || config.wrap.llm.as_ref().is_some_and(|s| s.value);
             let llm = if llm_on {
-                match OpenAiSummarizer::from_env(LLM_TIMEOUT) {
-                    Some(Ok(summarizer)) => Some(LlmPath {
-                        summarizer: Arc::new(summarizer),
-                        model: model(config, overrides),
-                        pricing: pricing(config),
-                        cost_ceiling: overrides.cost_ceiling,
-                        timeout: LLM_TIMEOUT,
-                        max_input_bytes: config
-                            .wrap
-                            .llm_max_input_bytes
-                            .as_ref()
-                            .map_or(DEFAULT_MAX_INPUT_BYTES, |s| {
-                                usize::try_from(s.value).unwrap_or(usize::MAX).max(1)
-                            }),
-                    }),
-                    Some(Err(e)) => {
-                        notices.push(format!("digest: the LLM second chance is off: {e}"));
-                        None
-                    }
-                    None => {
-                        notices.push("digest: the LLM second chance is on but CORE_AGENT_LLM_BASE_URL is not set; it stays off".to_owned());
-                        None
-                    }
-                }
+                llm_path(config, overrides, &mut notices)
             } else {
                 None
             };
@@ -185,10 +168,11 @@ impl HostConfig {
 
 /// The second chance's model: the override, then `agentic_wrap_model`, then
 /// the small model, then the default.
+#[cfg(any(feature = "llm", test))]
 fn model(config: &Config, overrides: &Overrides) -> String {
     let config_model = config.wrap.model.as_ref().map(|s| s.value.as_str());
     let mcp_model = overrides.llm_model.as_deref().or(config_model);
-    choose_model(mcp_model, overrides.small_model.as_deref()).to_owned()
+    core_agent_digest::choose_model(mcp_model, overrides.small_model.as_deref()).to_owned()
 }
 
 /// The built-in price table overlaid with `agentic_wrap_pricing`.
@@ -203,6 +187,54 @@ fn pricing(config: &Config) -> Pricing {
         pricing.set(name, price);
     }
     pricing
+}
+
+/// The LLM second chance over the OpenAI-compatible endpoint the
+/// environment names, or `None` with a notice saying why it stays off.
+#[cfg(feature = "llm")]
+fn llm_path(
+    config: &Config,
+    overrides: &Overrides,
+    notices: &mut Vec<String>,
+) -> Option<crate::LlmPath> {
+    match crate::OpenAiSummarizer::from_env(LLM_TIMEOUT) {
+        Some(Ok(summarizer)) => Some(crate::LlmPath {
+            summarizer: Arc::new(summarizer),
+            model: model(config, overrides),
+            pricing: pricing(config),
+            cost_ceiling: overrides.cost_ceiling,
+            timeout: LLM_TIMEOUT,
+            max_input_bytes: config
+                .wrap
+                .llm_max_input_bytes
+                .as_ref()
+                .map_or(core_agent_digest::DEFAULT_MAX_INPUT_BYTES, |s| {
+                    usize::try_from(s.value).unwrap_or(usize::MAX).max(1)
+                }),
+        }),
+        Some(Err(e)) => {
+            notices.push(format!("digest: the LLM second chance is off: {e}"));
+            None
+        }
+        None => {
+            notices.push("digest: the LLM second chance is on but CORE_AGENT_LLM_BASE_URL is not set; it stays off".to_owned());
+            None
+        }
+    }
+}
+
+/// Without the `llm` feature there is no client: the second chance stays off.
+#[cfg(not(feature = "llm"))]
+fn llm_path(
+    _config: &Config,
+    _overrides: &Overrides,
+    notices: &mut Vec<String>,
+) -> Option<crate::LlmPath> {
+    notices.push(
+        "digest: the LLM second chance is on but this build has no LLM client; it stays off"
+            .to_owned(),
+    );
+    None
 }
 
 #[cfg(test)]
@@ -292,6 +324,7 @@ mod tests {
         assert!((p.cost("m", 1_000_000, 1_000_000) - 3.0).abs() < 1e-9);
     }
 
+    #[cfg(feature = "llm")]
     #[test]
     fn a_missing_endpoint_keeps_the_second_chance_off_with_a_notice() {
         let mut config = Config::default();

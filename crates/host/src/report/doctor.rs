@@ -9,6 +9,7 @@ use crate::{Host, HostOptions};
 
 /// What `core-agent mcp doctor` checks.
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct DoctorOptions {
     /// Also check what a cloud deployment cannot run.
     pub cloud: bool,
@@ -16,6 +17,29 @@ pub struct DoctorOptions {
     pub offline: bool,
     /// How servers are started for the connect phase.
     pub host: HostOptions,
+}
+
+impl DoctorOptions {
+    /// Connect to the servers, started with `host`; no cloud checks.
+    pub fn new(host: HostOptions) -> DoctorOptions {
+        DoctorOptions {
+            cloud: false,
+            offline: false,
+            host,
+        }
+    }
+
+    /// Also check what a cloud deployment cannot run.
+    pub fn with_cloud(mut self, cloud: bool) -> DoctorOptions {
+        self.cloud = cloud;
+        self
+    }
+
+    /// Skip connecting to the servers.
+    pub fn with_offline(mut self, offline: bool) -> DoctorOptions {
+        self.offline = offline;
+        self
+    }
 }
 
 /// Everything `doctor` found, as `core-agent mcp doctor --json` prints it.
@@ -48,8 +72,44 @@ pub struct FindingReport {
     pub field: Option<String>,
     /// What is wrong.
     pub message: String,
-    /// What to do.
+    /// What to do, in the library's words.
     pub fix: String,
+    /// The remedy as data, where it is a step a front end names in its own
+    /// words (its command for re-running the checks, for accepting a
+    /// changed tool); `None` when `fix` says all.
+    #[serde(skip)]
+    pub remedy: Option<Remedy>,
+}
+
+/// A remedy a front end words for its users (the `core-agent` binary names
+/// its commands); [`FindingReport::fix`] says the same without them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Remedy {
+    /// Fix `what` (`the server or its entry`, `the file`), then run the
+    /// checks again.
+    FixThenRecheck {
+        /// What to fix.
+        what: &'static str,
+    },
+    /// A pinned tool changed: compare the change with what the tool should
+    /// do and, if it is expected, accept the new definition into `mcp.lock`
+    /// (as the finding's message names it).
+    ReviewChangedTool,
+    /// `mcp.lock` could not be verified: fix or delete it, then accept the
+    /// servers' definitions into it again.
+    RepairLock,
+}
+
+impl Remedy {
+    /// The remedy in words that name no command.
+    pub fn describe(self) -> String {
+        match self {
+            Remedy::FixThenRecheck { what } => format!("fix {what}, then run the checks again"),
+            Remedy::ReviewChangedTool => "compare the change with what the tool should do; if it is expected, accept the new definition into mcp.lock as named above".to_owned(),
+            Remedy::RepairLock => "fix or delete mcp.lock, then accept the servers' tool definitions into it again".to_owned(),
+        }
+    }
 }
 
 impl From<&Finding> for FindingReport {
@@ -61,6 +121,7 @@ impl From<&Finding> for FindingReport {
             field: f.field.clone(),
             message: f.message.clone(),
             fix: f.fix.clone(),
+            remedy: None,
         }
     }
 }
@@ -70,10 +131,10 @@ impl From<&Finding> for FindingReport {
 pub struct ServerCheck {
     /// The server.
     pub name: String,
-    /// `stdio` or `http`.
-    pub transport: String,
-    /// `connected` or `error`.
-    pub status: String,
+    /// How it is reached (`stdio`, `http`, `-` when it was not started).
+    pub transport: crate::TransportKind,
+    /// `connected`, `error`, `disabled` or `left-out`.
+    pub status: crate::ServerStatus,
     /// How many tools it publishes (after allowlists and limits).
     pub tools: usize,
     /// How many tools it lists.
@@ -97,10 +158,17 @@ pub async fn doctor(
     options: DoctorOptions,
 ) -> DoctorReport {
     let mut findings: Vec<Finding> = Vec::new();
+    // Which findings carry a remedy a front end words (by index).
+    let mut remedies: Vec<(usize, Remedy)> = Vec::new();
     let mut servers = Vec::new();
     let (mut tools, mut token_estimate) = (0, 0);
     match config {
-        Err(e) => findings.extend(load_findings(e)),
+        Err(e) => {
+            findings.extend(load_findings(e));
+            if !matches!(e, core_agent_mcp_config::Error::Invalid { .. }) {
+                remedies.push((0, LOAD));
+            }
+        }
         Ok(config) => {
             let env = config.dotenv.over_process();
             findings.extend(diagnose(config, &env, options.cloud));
@@ -126,8 +194,8 @@ pub async fn doctor(
             for l in &config.left_out {
                 servers.push(ServerCheck {
                     name: l.name.clone(),
-                    transport: "-".to_owned(),
-                    status: crate::host::left_out_status(&l.reason).to_owned(),
+                    transport: crate::TransportKind::NotStarted,
+                    status: crate::ServerStatus::left_out(&l.reason),
                     tools: 0,
                     listed: 0,
                     left_out: Default::default(),
@@ -154,15 +222,15 @@ pub async fn doctor(
                     let summary = catalog.summary(s.name()).cloned().unwrap_or_default();
                     servers.push(ServerCheck {
                         name: s.name().to_owned(),
-                        transport: s.transport().to_owned(),
-                        status: s.status().as_str().to_owned(),
+                        transport: crate::TransportKind::of(s.transport()),
+                        status: crate::ServerStatus::from(s.status()),
                         tools: summary.published,
                         listed: summary.listed,
                         left_out: summary.left_out_by_reason(),
                         ms: s.elapsed().as_millis(),
                         error: s.problem(),
                         auth: crate::AuthStatus::from(s.auth()),
-                        restricted_tools: crate::host::restricted_tools(&catalog, s.name()),
+                        restricted_tools: crate::report::restricted_tools(&catalog, s.name()),
                     });
                     if let Some(e) = s.error() {
                         findings.push(Finding {
@@ -171,8 +239,9 @@ pub async fn doctor(
                             server: Some(s.name().to_owned()),
                             field: None,
                             message: e.to_string(),
-                            fix: "fix the server or its entry, then run `core-agent mcp doctor` again".to_owned(),
+                            fix: CONNECT.describe(),
                         });
+                        remedies.push((findings.len() - 1, CONNECT));
                     }
                     if s.status() == Status::Connected
                         && let Some(line) = s.stdout_noise()
@@ -210,10 +279,12 @@ pub async fn doctor(
                             "nothing breaks: the built-in keeps its name; rename the server to publish the tool under a plain name"
                         }
                         "tool-changed" | "tool-quarantined" => {
-                            "compare the change with what the tool should do; if it is expected, run the `core-agent mcp trust` command named above"
+                            remedies.push((findings.len(), Remedy::ReviewChangedTool));
+                            "compare the change with what the tool should do; if it is expected, accept the new definition into mcp.lock as named above"
                         }
                         "pin-unverified" => {
-                            "fix or delete mcp.lock, then run `core-agent mcp trust`"
+                            remedies.push((findings.len(), Remedy::RepairLock));
+                            "fix or delete mcp.lock, then accept the servers' tool definitions into it again"
                         }
                         _ => "fix the names in mcp.json; the exposed names are listed",
                     };
@@ -263,12 +334,26 @@ pub async fn doctor(
     DoctorReport {
         warnings: findings.len() - errors,
         errors,
-        findings: findings.iter().map(FindingReport::from).collect(),
+        findings: findings
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FindingReport {
+                remedy: remedies.iter().find(|(at, _)| *at == i).map(|(_, r)| *r),
+                ..FindingReport::from(f)
+            })
+            .collect(),
         servers,
         tools,
         token_estimate,
     }
 }
+
+/// The remedy of a server that failed to connect.
+const CONNECT: Remedy = Remedy::FixThenRecheck {
+    what: "the server or its entry",
+};
+/// The remedy of a config file that failed to load.
+const LOAD: Remedy = Remedy::FixThenRecheck { what: "the file" };
 
 /// A config that failed to load, as findings.
 fn load_findings(e: &core_agent_mcp_config::Error) -> Vec<Finding> {
@@ -282,7 +367,7 @@ fn load_findings(e: &core_agent_mcp_config::Error) -> Vec<Finding> {
             server: None,
             field: None,
             message: other.to_string(),
-            fix: "fix the file, then run `core-agent mcp doctor` again".to_owned(),
+            fix: LOAD.describe(),
         }],
     }
 }

@@ -1,6 +1,8 @@
 use std::collections::BTreeMap;
 
-use core_agent_mcp_config::{AuthSpec, Config, Env, Limits, Template, Transport, TrustLevel};
+use core_agent_mcp_config::{
+    AuthSpec, Cloud, Config, Dialect, Env, Limits, Scope, Template, Transport, TrustLevel,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -40,12 +42,14 @@ pub struct LeftOutReport {
 pub struct FileReport {
     /// Its path.
     pub path: String,
-    /// `project` or `user`.
-    pub scope: String,
+    /// Where it sits (`project` or `user`).
+    #[serde(serialize_with = "super::word")]
+    pub scope: Scope,
     /// Whether it exists.
     pub found: bool,
-    /// `core` or `mcpServers`, when found.
-    pub dialect: Option<String>,
+    /// Its dialect (`core` or `mcpServers`), when found.
+    #[serde(serialize_with = "super::word_opt")]
+    pub dialect: Option<Dialect>,
 }
 
 /// A setting and where its value came from.
@@ -62,14 +66,16 @@ pub struct SettingReport {
 pub struct ServerConfigReport {
     /// Its name.
     pub name: String,
-    /// `project` or `user`.
-    pub scope: String,
+    /// Where it was declared (`project` or `user`).
+    #[serde(serialize_with = "super::word")]
+    pub scope: Scope,
     /// The file that declares it.
     pub source: String,
-    /// `core` or `mcpServers`.
-    pub dialect: String,
-    /// `stdio` or `http`.
-    pub transport: String,
+    /// The dialect of that file (`core` or `mcpServers`).
+    #[serde(serialize_with = "super::word")]
+    pub dialect: Dialect,
+    /// How it is reached (`stdio` or `http`).
+    pub transport: crate::TransportKind,
     /// How it is reached.
     #[serde(flatten)]
     pub connection: ConnectionReport,
@@ -78,11 +84,14 @@ pub struct ServerConfigReport {
     /// Tools never published.
     pub blocked_tools: Vec<String>,
     /// The trust levels that may see its tools (`None`: each tool's default).
-    pub allowed_trust_levels: Option<Vec<String>>,
+    #[serde(serialize_with = "super::words_opt")]
+    pub allowed_trust_levels: Option<Vec<TrustLevel>>,
     /// Explicit trust levels per tool.
-    pub tool_policies: BTreeMap<String, Vec<String>>,
+    #[serde(serialize_with = "super::words_by_key")]
+    pub tool_policies: BTreeMap<String, Vec<TrustLevel>>,
     /// Whether a cloud deployment runs it.
-    pub cloud: Option<String>,
+    #[serde(serialize_with = "super::word_opt")]
+    pub cloud: Option<Cloud>,
     /// Whether unannotated tools are read-only.
     pub read_only: bool,
     /// Whether the digest is off for it.
@@ -234,7 +243,6 @@ pub fn config_report(config: &Config) -> ConfigReport {
         })
         .collect();
     let env = config.dotenv.over_process();
-    let levels = |l: &[TrustLevel]| l.iter().map(|t| t.as_str().to_owned()).collect::<Vec<_>>();
     let servers = config
         .servers
         .iter()
@@ -272,20 +280,16 @@ pub fn config_report(config: &Config) -> ConfigReport {
             };
             ServerConfigReport {
                 name: s.name.clone(),
-                scope: s.scope.as_str().to_owned(),
+                scope: s.scope,
                 source: s.source.display().to_string(),
-                dialect: s.dialect.as_str().to_owned(),
-                transport: spec.transport.kind().to_owned(),
+                dialect: s.dialect,
+                transport: crate::TransportKind::from(&spec.transport),
                 connection,
                 tools: spec.tools.clone(),
                 blocked_tools: spec.blocked_tools.clone(),
-                allowed_trust_levels: spec.allowed_trust_levels.as_deref().map(levels),
-                tool_policies: spec
-                    .tool_policies
-                    .iter()
-                    .map(|(k, l)| (k.clone(), levels(l)))
-                    .collect(),
-                cloud: spec.cloud.map(|c| c.as_str().to_owned()),
+                allowed_trust_levels: spec.allowed_trust_levels.clone(),
+                tool_policies: spec.tool_policies.clone(),
+                cloud: spec.cloud,
                 read_only: spec.read_only,
                 agentic_never: spec.agentic_never,
                 tool_notes: spec.tool_notes.clone(),
@@ -299,9 +303,9 @@ pub fn config_report(config: &Config) -> ConfigReport {
             .iter()
             .map(|f| FileReport {
                 path: f.path.display().to_string(),
-                scope: f.scope.as_str().to_owned(),
+                scope: f.scope,
                 found: f.found,
-                dialect: f.dialect.map(|d| d.as_str().to_owned()),
+                dialect: f.dialect,
             })
             .collect(),
         dotenv: config.dotenv.path.as_ref().map(|p| p.display().to_string()),

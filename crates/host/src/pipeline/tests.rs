@@ -12,6 +12,18 @@ use core_agent_permissions::Pattern;
 
 use super::*;
 use crate::DigestWrap;
+use crate::host::{Host, Published};
+use crate::session::Session;
+use crate::tools::{self, BUILTINS};
+use crate::{DigestOptions, Error, HostOptions, SessionOptions};
+use core_agent_mcp_config::{BuiltinTools, Config, TrustLevel};
+use core_agent_mcp_policy::{Annotations, Catalog, DiscoveredTool, ServerTools};
+use core_agent_mcp_transport::model::{CallToolResult, ContentBlock, JsonObject};
+use core_agent_permissions::{Answer, Gate, MCP, Mode, PermissionsConfig, Prompter, Request};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 fn spec() -> ServerSpec {
     ServerSpec::new(Transport::Stdio(StdioSpec {
@@ -141,7 +153,7 @@ fn resolve_suggests_names_for_an_unknown_tool() {
     let err = resolve(&published, "zzz", TrustLevel::Creator, false, None).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "no tool named `zzz`; run `core-agent tools` to list the tools"
+        "no tool named `zzz`; list the tools with tools/list"
     );
 }
 
@@ -157,27 +169,27 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
         .find(|e| e.server == "record" && e.tool == "plan")
         .map(|e| e.name.clone())
         .unwrap();
-    assert_ne!(renamed, builtin::RECORD_PLAN);
+    assert_ne!(renamed, tools::RECORD_PLAN);
     let route = resolve(&published, &renamed, TrustLevel::Creator, false, None).unwrap();
     assert_eq!(route_of(&route).server_name, "record");
     // The reserved name is the host's, at every level.
     for level in TrustLevel::ALL {
-        let route = resolve(&published, builtin::RECORD_PLAN, level, false, None).unwrap();
-        assert!(matches!(route, Route::Host(t) if t.name == builtin::RECORD_PLAN));
+        let route = resolve(&published, tools::RECORD_PLAN, level, false, None).unwrap();
+        assert!(matches!(route, Route::Host(t) if t.name == tools::RECORD_PLAN));
     }
     assert!(matches!(
-        resolve(&published, builtin::WAIT_AND_VERIFY, TrustLevel::Public, false, None),
-        Ok(Route::Host(t)) if t.name == builtin::WAIT_AND_VERIFY
+        resolve(&published, tools::WAIT_AND_VERIFY, TrustLevel::Public, false, None),
+        Ok(Route::Host(t)) if t.name == tools::WAIT_AND_VERIFY
     ));
     // `retrieve_raw` exists only while the digest is on.
     assert!(matches!(
-        resolve(&published, builtin::RETRIEVE_RAW, TrustLevel::Creator, true, None),
-        Ok(Route::Host(t)) if t.name == builtin::RETRIEVE_RAW
+        resolve(&published, tools::RETRIEVE_RAW, TrustLevel::Creator, true, None),
+        Ok(Route::Host(t)) if t.name == tools::RETRIEVE_RAW
     ));
     assert!(matches!(
         resolve(
             &published,
-            builtin::RETRIEVE_RAW,
+            tools::RETRIEVE_RAW,
             TrustLevel::Creator,
             false,
             None
@@ -188,14 +200,14 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
     // always namespaced, so it never takes their names.
     let open = BuiltinTools::default();
     for name in [
-        builtin::LIST_DIR,
-        builtin::GLOB,
-        builtin::GREP,
-        builtin::READ_MANY_FILES,
+        tools::LIST_DIR,
+        tools::GLOB,
+        tools::GREP,
+        tools::READ_MANY_FILES,
     ] {
         assert!(matches!(
             resolve(&published, name, TrustLevel::Public, false, Some(&open)),
-            Ok(Route::Host(t)) if t.name == name && t.survey.is_some()
+            Ok(Route::Host(t)) if t.name == name && t.survey().is_some()
         ));
         assert!(matches!(
             resolve(&published, name, TrustLevel::Public, true, None),
@@ -516,14 +528,14 @@ async fn admit_asks_only_about_calls_that_resolve_and_pass_trust() {
     // `record_plan` is not gated; `retrieve_raw` is, under `builtin:`.
     assert!(matches!(
         session
-            .admit(&published, builtin::RECORD_PLAN, &arguments, level)
+            .admit(&published, tools::RECORD_PLAN, &arguments, level)
             .await,
         Ok(Route::Host(_))
     ));
     assert!(prompter.asked().is_empty());
     assert!(matches!(
         session
-            .admit(&published, builtin::RETRIEVE_RAW, &arguments, level)
+            .admit(&published, tools::RETRIEVE_RAW, &arguments, level)
             .await,
         Ok(Route::Host(_))
     ));
@@ -533,7 +545,7 @@ async fn admit_asks_only_about_calls_that_resolve_and_pass_trust() {
         .unwrap();
     assert_eq!(route_of(&route).tool, "read_file");
     let asked: Vec<String> = prompter.asked().into_iter().map(|(t, _)| t).collect();
-    assert_eq!(asked, [builtin::RETRIEVE_RAW, "fs_read_file"]);
+    assert_eq!(asked, [tools::RETRIEVE_RAW, "fs_read_file"]);
 }
 
 // --- shaping: the digest, then the cap ---

@@ -1,0 +1,73 @@
+//! The resolve step: the tool a name calls, or names the caller may have meant.
+
+use core_agent_mcp_config::{BuiltinTools, TrustLevel};
+use core_agent_mcp_policy::Catalog;
+
+use crate::host::Published;
+use crate::pipeline::Route;
+use crate::tools::{self};
+use crate::{Error, Result};
+
+/// The resolve step: the tool published as `name`. A host tool (their
+/// names are reserved, so no server's tool can take one; `retrieve_raw` only
+/// while the digest is on, the survey tools only while they are on), else the catalog's route; an unknown name comes
+/// back with up to three names a caller of `level` could have meant.
+pub(crate) fn resolve(
+    published: &Published,
+    name: &str,
+    level: TrustLevel,
+    digest_on: bool,
+    survey: Option<&BuiltinTools>,
+) -> Result<Route> {
+    if let Some(tool) = tools::host_tool(name, digest_on, survey.is_some())
+        && (tool.survey().is_none() || survey.and_then(|a| a.levels(name)).is_some())
+    {
+        return Ok(Route::Host(tool));
+    }
+    match published.routes.get(name) {
+        Some(route) => Ok(Route::Mcp(route.clone())),
+        // Why a tool is missing is told to the creator and to callers who
+        // may see other tools of that server; others hear of no such tool.
+        None => match published.catalog.warnings().iter().find(|w| {
+            w.withholds(name)
+                && (level == TrustLevel::Creator
+                    || w.server().is_some_and(|server| {
+                        published.catalog.visible(level).any(|e| e.server == server)
+                    }))
+        }) {
+            Some(warning) => Err(Error::Withheld {
+                name: name.to_owned(),
+                reason: warning.to_string(),
+            }),
+            None => Err(Error::UnknownTool {
+                name: name.to_owned(),
+                suggestions: suggest(&published.catalog, name, level),
+            }),
+        },
+    }
+}
+
+/// Up to three names close to `name` that a caller of `level` may use, best
+/// first: tools whose own name is `name` (the namespace was left out), then
+/// near spellings.
+pub(crate) fn suggest(catalog: &Catalog, name: &str, level: TrustLevel) -> Vec<String> {
+    let bare = core_agent_mcp_policy::sanitize(name);
+    let mut scored: Vec<(f64, &str)> = catalog
+        .visible(level)
+        .map(|e| {
+            let score = if core_agent_mcp_policy::sanitize(&e.tool) == bare {
+                2.0
+            } else {
+                strsim::jaro_winkler(name, &e.name)
+            };
+            (score, e.name.as_str())
+        })
+        .filter(|(score, _)| *score >= 0.88)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored
+        .into_iter()
+        .take(3)
+        .map(|(_, n)| n.to_owned())
+        .collect()
+}

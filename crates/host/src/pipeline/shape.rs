@@ -1,0 +1,31 @@
+//! The shaping step: the digest, then the result cap.
+
+use core_agent_mcp_transport::model::CallToolResult;
+
+use crate::cap::cap_result;
+use crate::pipeline::ToolRoute;
+
+/// The shaping step, on a result as the server sent it: the digest, when
+/// the session has one and the route's server is digested (the raw payload
+/// is stored whole, and the synthetic response made to fit the cap whole),
+/// then the route's `max_result_bytes` cap, on what the caller will see.
+pub(crate) async fn shape(
+    result: CallToolResult,
+    digest: Option<&crate::DigestWrap>,
+    route: &ToolRoute,
+) -> CallToolResult {
+    let result = match digest {
+        Some(digest) if route.digest => {
+            digest
+                .apply_within(
+                    result,
+                    &route.server_name,
+                    &route.tool,
+                    route.max_result_bytes,
+                )
+                .await
+        }
+        _ => result,
+    };
+    cap_result(result, route.max_result_bytes)
+}

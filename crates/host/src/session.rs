@@ -1,0 +1,409 @@
+//! A session and its turn: a batch of calls decided in order (resolve,
+//! trust, gate), then run (read-only calls concurrently, mutating ones in turn).
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use core_agent_mcp_config::TrustLevel;
+use core_agent_mcp_transport::ProgressSink;
+use core_agent_mcp_transport::model::{CallToolResult, JsonObject};
+use core_agent_permissions::{BUILTIN, Gate, MCP, Mode, Prompter, RefuseAll, Request};
+
+use crate::host::{Host, Published};
+use crate::pipeline::{Route, ToolRoute, gate, resolve, shape, trust};
+use crate::tools::{self, Handler};
+use crate::{Error, Result};
+
+/// One caller's settings: its trust level, how its asks are answered, its
+/// session id.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct SessionOptions {
+    /// Which tools the caller may see and call.
+    pub trust_level: TrustLevel,
+    /// Overrides the configured permission mode.
+    pub mode: Option<Mode>,
+    /// Answers the gate's asks.
+    pub prompter: Arc<dyn Prompter>,
+    /// The session id its digests and telemetry are kept under (default: a
+    /// new unique one); reuse one to read its earlier payloads back.
+    pub id: Option<String>,
+    /// Overrides the LLM second chance's spending ceiling for this session.
+    pub cost_ceiling: Option<f64>,
+    /// Who opened the session (a gateway token's name). Recorded in the
+    /// store; `retrieve_raw` then also reads payloads of the owner's other
+    /// sessions, including those of earlier runs kept in `--session-db`.
+    pub owner: Option<String>,
+    /// Said as the `"note"` of each of its digests' synthetic responses:
+    /// what the caller should know about keeping the raw payloads (the
+    /// front end's words; a one-shot run whose payloads die with it says
+    /// how to keep them).
+    pub digest_note: Option<String>,
+}
+
+impl SessionOptions {
+    /// A session at `trust_level`, with every other setting at its default
+    /// (asks refused, a new session id).
+    pub fn new(trust_level: TrustLevel) -> SessionOptions {
+        SessionOptions {
+            trust_level,
+            ..SessionOptions::default()
+        }
+    }
+
+    /// Overrides the configured permission mode.
+    pub fn with_mode(mut self, mode: Option<Mode>) -> SessionOptions {
+        self.mode = mode;
+        self
+    }
+
+    /// Who answers the gate's asks.
+    pub fn with_prompter(mut self, prompter: Arc<dyn Prompter>) -> SessionOptions {
+        self.prompter = prompter;
+        self
+    }
+
+    /// The session id its digests are kept under.
+    pub fn with_id(mut self, id: Option<String>) -> SessionOptions {
+        self.id = id;
+        self
+    }
+
+    /// Overrides the LLM second chance's spending ceiling.
+    pub fn with_cost_ceiling(mut self, ceiling: Option<f64>) -> SessionOptions {
+        self.cost_ceiling = ceiling;
+        self
+    }
+
+    /// Who opened the session (a gateway token's name).
+    pub fn with_owner(mut self, owner: Option<String>) -> SessionOptions {
+        self.owner = owner;
+        self
+    }
+
+    /// The `"note"` of each of its digests' synthetic responses.
+    pub fn with_digest_note(mut self, note: Option<String>) -> SessionOptions {
+        self.digest_note = note;
+        self
+    }
+}
+
+impl std::fmt::Debug for SessionOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionOptions")
+            .field("trust_level", &self.trust_level)
+            .field("mode", &self.mode)
+            .field("id", &self.id)
+            .field("cost_ceiling", &self.cost_ceiling)
+            .field("owner", &self.owner)
+            .field("digest_note", &self.digest_note)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            trust_level: TrustLevel::Creator,
+            mode: None,
+            prompter: Arc::new(RefuseAll),
+            id: None,
+            cost_ceiling: None,
+            owner: None,
+            digest_note: None,
+        }
+    }
+}
+
+/// One call of a batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRequest {
+    /// The namespaced tool name (or a built-in's name).
+    pub name: String,
+    /// Its arguments.
+    pub arguments: JsonObject,
+}
+
+/// How one call of a batch ended.
+#[derive(Debug)]
+pub struct CallOutcome {
+    /// The name that was called.
+    pub name: String,
+    /// The result, or why there is none.
+    pub result: Result<CallToolResult>,
+    /// How long it took, from the start of the batch's dispatch.
+    pub elapsed: Duration,
+}
+
+/// One caller of a shared [`Host`]: its trust level, its permission gate
+/// (mode, "always" answers, whether a plan is recorded), the plan, the lock
+/// that runs its mutating calls one at a time, and its digest ledger (session
+/// id, LLM spend under its ceiling).
+pub struct Session {
+    pub(crate) host: Arc<Host>,
+    pub(crate) level: TrustLevel,
+    pub(crate) prompter: Arc<dyn Prompter>,
+    /// Read by every call's gate step, written by `record_plan` and an
+    /// "always" answer.
+    pub(crate) gate: RwLock<Gate>,
+    pub(crate) plan: Mutex<Option<String>>,
+    /// Mutating calls run one at a time, in the order they were asked.
+    pub(crate) mutation: tokio::sync::Mutex<()>,
+    pub(crate) digest: Option<crate::DigestWrap>,
+    /// Who opened it, as recorded in the store (`None` when not recorded).
+    pub(crate) owner: Option<String>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("level", &self.level)
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Session {
+    /// Releases its claim in the store: an in-memory store then forgets the
+    /// owner of a session that stored nothing, so sessions that come and go
+    /// leave nothing behind.
+    fn drop(&mut self) {
+        if let (Some(_), Some(digest)) = (&self.owner, &self.digest)
+            && let Err(e) = digest.store.release(&digest.session)
+        {
+            tracing::warn!("the session's claim could not be released: {e}");
+        }
+    }
+}
+
+impl Session {
+    /// The host this session calls through.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// The caller's trust level.
+    pub fn trust_level(&self) -> TrustLevel {
+        self.level
+    }
+
+    /// The id its digests and telemetry are kept under (`None` when the
+    /// digest is off).
+    pub fn id(&self) -> Option<&str> {
+        self.digest.as_ref().map(|d| d.session.as_str())
+    }
+
+    /// Whether `session` was opened by this session's owner.
+    pub(crate) fn owns(&self, session: &str) -> bool {
+        let (Some(owner), Some(digest)) = (&self.owner, &self.digest) else {
+            return false;
+        };
+        digest.store.owner(session).ok().flatten().as_deref() == Some(owner.as_str())
+    }
+
+    /// The plan recorded in this session, if any.
+    pub fn plan(&self) -> Option<String> {
+        self.plan.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// Calls one tool as a caller of `level`: through the gate, then the
+    /// dispatcher. `Ok` with `is_error: Some(true)` means the tool ran and
+    /// reported a failure; `Err` means it was refused or could not finish.
+    ///
+    /// The same steps as a batch of one call, without the batch's
+    /// bookkeeping.
+    pub async fn call(&self, name: &str, arguments: JsonObject) -> Result<CallToolResult> {
+        self.call_with(name, arguments, None).await
+    }
+
+    /// [`Session::call`], passing the progress updates the server sends
+    /// about the call to `progress` (a gateway relays them to its client).
+    pub async fn call_with_progress(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        progress: &ProgressSink,
+    ) -> Result<CallToolResult> {
+        self.call_with(name, arguments, Some(progress)).await
+    }
+
+    pub(crate) async fn call_with(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        progress: Option<&ProgressSink>,
+    ) -> Result<CallToolResult> {
+        let level = self.level;
+        self.host.wait_for(&[name]).await;
+        let published = self.host.published();
+        let plan = self.decide(&published, name, arguments, level).await;
+        self.run(&published, plan, level, progress).await
+    }
+
+    /// Runs one turn's calls. Every call is decided in order before any
+    /// runs: resolved, checked against the caller's trust level and put
+    /// through the gate (asking where needed; `record_plan` taking effect for
+    /// the calls after it; `wait_and_verify` decided, and asked about once,
+    /// for the tool it will poll). Then read-only calls run concurrently
+    /// while mutating calls run one at a time, in the order they were asked.
+    /// Outcomes come back in input order.
+    pub async fn call_batch(&self, calls: Vec<CallRequest>) -> Vec<CallOutcome> {
+        self.call_batch_with_progress(calls, &[]).await
+    }
+
+    /// [`Session::call_batch`], passing the progress updates the server
+    /// sends about the call at index `i` to `progress[i]` (calls past the
+    /// end of `progress` report to nobody).
+    pub async fn call_batch_with_progress(
+        &self,
+        calls: Vec<CallRequest>,
+        progress: &[ProgressSink],
+    ) -> Vec<CallOutcome> {
+        let level = self.level;
+        if !self.host.all_started() {
+            let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+            self.host.wait_for(&names).await;
+        }
+        let published = self.host.published();
+        // Decided one at a time, in order: an ask is answered, and a
+        // `record_plan` takes effect, before the next call is decided.
+        let mut planned: Vec<(String, Planned)> = Vec::with_capacity(calls.len());
+        for CallRequest { name, arguments } in calls {
+            let plan = self.decide(&published, &name, arguments, level).await;
+            planned.push((name, plan));
+        }
+        let started = Instant::now();
+        let published = &published;
+        let runs = planned
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, plan))| async move {
+                let result = self.run(published, plan, level, progress.get(i)).await;
+                CallOutcome {
+                    name,
+                    result,
+                    elapsed: started.elapsed(),
+                }
+            });
+        futures::future::join_all(runs).await
+    }
+
+    /// Decides one call of a batch, before anything runs: the pipeline's
+    /// first steps, the same for every tool — resolve, trust, gate — then
+    /// what the tool needs at planning time.
+    pub(crate) async fn decide(
+        &self,
+        published: &Published,
+        name: &str,
+        arguments: JsonObject,
+        level: TrustLevel,
+    ) -> Planned {
+        let route = match self.admit(published, name, &arguments, level).await {
+            Ok(route) => route,
+            Err(e) => return Planned::Done(Err(e)),
+        };
+        match route {
+            Route::Mcp(route) => Planned::Run(route, arguments),
+            // Each host tool's declared handler, planned here.
+            Route::Host(tool) => match tool.handler {
+                // Takes effect for the calls after it in this turn.
+                Handler::RecordPlan => Planned::Done(self.record_plan(&arguments)),
+                Handler::WaitAndVerify => {
+                    match self.plan_wait(published, &arguments, level).await {
+                        Ok((route, args)) => Planned::Wait(route, Box::new(args)),
+                        Err(e) => Planned::Done(Err(e)),
+                    }
+                }
+                Handler::RetrieveRaw => Planned::Raw(arguments),
+                Handler::Survey(survey) => Planned::Survey(survey, arguments),
+            },
+        }
+    }
+
+    /// Runs a decided call.
+    pub(crate) async fn run(
+        &self,
+        published: &Published,
+        plan: Planned,
+        level: TrustLevel,
+        progress: Option<&ProgressSink>,
+    ) -> Result<CallToolResult> {
+        match plan {
+            Planned::Done(result) => result,
+            Planned::Run(route, arguments) => self.dispatch(&route, arguments, progress).await,
+            Planned::Wait(route, args) => self.wait_and_verify(&route, *args).await,
+            Planned::Raw(arguments) => self.retrieve_raw(published, &arguments, level),
+            Planned::Survey(tool, arguments) => self.survey(tool, arguments).await,
+        }
+    }
+
+    /// Resolve → trust → gate, for any tool: the route of an admitted call.
+    pub(crate) async fn admit(
+        &self,
+        published: &Published,
+        name: &str,
+        arguments: &JsonObject,
+        level: TrustLevel,
+    ) -> Result<Route> {
+        let survey = self.host.survey_access();
+        let route = resolve(published, name, level, self.digest.is_some(), survey)?;
+        trust(&route, name, level, survey)?;
+        let (namespace, read_only) = match &route {
+            Route::Mcp(route) => (MCP, route.read_only),
+            Route::Host(tool) if tool.gated => (BUILTIN, tool.read_only),
+            Route::Host(_) => return Ok(route),
+        };
+        let request = Request {
+            namespace,
+            name,
+            arguments,
+            read_only,
+        };
+        gate(&self.gate, self.prompter.as_ref(), request).await?;
+        Ok(route)
+    }
+
+    /// Runs an admitted call: mutating calls hold the session's lock; the
+    /// server's own limit bounds calls in flight. The result is as the server sent it.
+    pub(crate) async fn dispatch_raw(
+        &self,
+        route: &ToolRoute,
+        arguments: JsonObject,
+        progress: Option<&ProgressSink>,
+    ) -> Result<CallToolResult> {
+        let Some(server) = self.host.servers.at(route.server) else {
+            return Err(Error::UnknownTool {
+                name: route.tool.clone(),
+                suggestions: Vec::new(),
+            });
+        };
+        let _turn = if route.read_only {
+            None
+        } else {
+            Some(self.mutation.lock().await)
+        };
+        Ok(server
+            .call_tool_with_progress(&route.tool, arguments, route.timeout, progress)
+            .await?)
+    }
+
+    /// Runs an admitted call and shapes its result for the caller (see [`shape`]).
+    pub(crate) async fn dispatch(
+        &self,
+        route: &ToolRoute,
+        arguments: JsonObject,
+        progress: Option<&ProgressSink>,
+    ) -> Result<CallToolResult> {
+        let result = self.dispatch_raw(route, arguments, progress).await?;
+        Ok(shape(result, self.digest.as_ref(), route).await)
+    }
+}
+
+/// A call after the gate, before dispatch.
+pub(crate) enum Planned {
+    Done(Result<CallToolResult>),
+    Run(Arc<ToolRoute>, JsonObject),
+    Wait(Arc<ToolRoute>, Box<tools::WaitArgs>),
+    Raw(JsonObject),
+    Survey(core_agent_survey::Tool, JsonObject),
+}

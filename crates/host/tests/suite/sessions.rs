@@ -1,0 +1,253 @@
+//! Sessions: the gate on host tools, owners, and the digest's raw payloads.
+
+use super::*;
+
+#[tokio::test]
+async fn wait_and_verify_asks_once_for_every_attempt() {
+    let prompter = std::sync::Arc::new(CountingPrompter::default());
+    let session = SessionOptions::default().with_prompter(prompter.clone());
+    let host = start_with(vec![demo("demo")], HostOptions::default(), session).await;
+    let outcome = host
+        .call(
+            "wait_and_verify",
+            args(json!({
+                "tool": "demo_divide",
+                "arguments": {"a": 1, "b": 4},
+                "until": {"contains": "never"},
+                "max_attempts": 3,
+                "interval_ms": 0
+            })),
+            TrustLevel::Creator,
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome.is_error, Some(true));
+    assert!(
+        text(&outcome).contains("\"attempts\":3"),
+        "{}",
+        text(&outcome)
+    );
+    assert_eq!(
+        prompter.0.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one ask for three attempts"
+    );
+    host.shutdown().await;
+}
+
+#[tokio::test]
+async fn retrieve_raw_is_gated_like_a_read_only_tool() {
+    let prompter = std::sync::Arc::new(CountingPrompter::default());
+    let store = std::sync::Arc::new(core_agent_digest::MemoryStore::new());
+    let options = HostOptions {
+        digest: Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store,
+            llm: None,
+        }),
+        ..HostOptions::default()
+    };
+    let session = SessionOptions::default()
+        .with_prompter(prompter.clone())
+        .with_id(Some("s".into()));
+    let host = start_with(vec![demo("demo")], options, session).await;
+    let listed = host
+        .call("demo_list_inventory", JsonObject::new(), TrustLevel::Public)
+        .await
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
+    let asks = prompter.0.load(std::sync::atomic::Ordering::SeqCst);
+    let raw = host
+        .call(
+            "retrieve_raw",
+            args(json!({"call_id": envelope["call_id"], "pointer": "/total"})),
+            TrustLevel::Public,
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&raw), "200");
+    assert_eq!(
+        prompter.0.load(std::sync::atomic::Ordering::SeqCst),
+        asks + 1,
+        "retrieve_raw went through the gate, which asked"
+    );
+    host.shutdown().await;
+}
+
+/// A session's calls can run on any runtime thread (the gateway spawns them).
+#[tokio::test]
+async fn calls_are_send_and_sessions_share_one_host() {
+    fn spawnable<T: Send>(_: &T) {}
+    let host = start(vec![demo("demo")], HostOptions::default()).await;
+    let a = host.host.session(approving());
+    let mut public = approving();
+    public.trust_level = TrustLevel::Public;
+    let b = host.host.session(public);
+    {
+        let call = a.call("demo_divide", args(json!({"a": 1, "b": 2})));
+        spawnable(&call);
+    }
+    let (ra, rb) = tokio::join!(
+        tokio::spawn(async move { a.call("demo_divide", args(json!({"a": 1, "b": 2}))).await }),
+        tokio::spawn(async move { b.call("demo_divide", args(json!({"a": 3, "b": 4}))).await }),
+    );
+    assert_eq!(text(&ra.unwrap().unwrap()), "0.5");
+    assert_eq!(text(&rb.unwrap().unwrap()), "0.75");
+    host.shutdown().await;
+}
+
+/// A payload is readable from the session that produced it and from the
+/// other sessions of its owner (a gateway token, a later run with the same
+/// `--session-db`), never from another owner's or an anonymous session.
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn retrieve_raw_reads_the_owners_other_sessions_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let digest = |store: std::sync::Arc<dyn core_agent_digest::Store>| {
+        Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store,
+            llm: None,
+        })
+    };
+    let owned = |owner: Option<&str>| approving().with_owner(owner.map(str::to_owned));
+    let call_id = {
+        let store = std::sync::Arc::new(core_agent_digest::SqliteStore::open(&db).unwrap());
+        let options = HostOptions {
+            digest: digest(store),
+            ..HostOptions::default()
+        };
+        let host = start(vec![demo("demo")], options).await;
+        let first = host.host.session(owned(Some("bot")));
+        let listed = first
+            .call("demo_list_inventory", JsonObject::new())
+            .await
+            .unwrap();
+        let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
+        host.shutdown().await;
+        envelope["call_id"].as_str().unwrap().to_owned()
+    };
+    // A new run on the same database: the owner's new session reads it.
+    let store = std::sync::Arc::new(core_agent_digest::SqliteStore::open(&db).unwrap());
+    let options = HostOptions {
+        digest: digest(store),
+        ..HostOptions::default()
+    };
+    let host = start(vec![demo("demo")], options).await;
+    let pointer = args(json!({"call_id": call_id, "pointer": "/total"}));
+    let again = host.host.session(owned(Some("bot")));
+    let raw = again.call("retrieve_raw", pointer.clone()).await.unwrap();
+    assert_eq!(text(&raw), "200");
+    for other in [owned(Some("me")), owned(None)] {
+        let err = host
+            .host
+            .session(other)
+            .call("retrieve_raw", pointer.clone())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no raw payload"), "{err}");
+    }
+    host.shutdown().await;
+}
+
+/// Host options that digest with the default settings into `store`.
+fn digesting_into(store: std::sync::Arc<core_agent_digest::MemoryStore>) -> HostOptions {
+    HostOptions {
+        digest: Some(DigestOptions {
+            settings: core_agent_digest::Settings::default(),
+            store,
+            llm: None,
+        }),
+        ..HostOptions::default()
+    }
+}
+
+/// A session that stored nothing leaves no owner entry in an in-memory
+/// store once dropped (sessions that come and go do not grow it); one whose
+/// call was digested keeps its owner, and its owner's next session reads it.
+#[tokio::test]
+async fn a_dropped_session_that_stored_nothing_leaves_no_owner() {
+    use core_agent_digest::Store;
+    let store = std::sync::Arc::new(core_agent_digest::MemoryStore::new());
+    let host = start(vec![demo("demo")], digesting_into(store.clone())).await;
+    let owned = |id: &str| {
+        approving()
+            .with_owner(Some("bot".to_owned()))
+            .with_id(Some(id.to_owned()))
+    };
+    let idle = host.host.session(owned("session-idle"));
+    let small = idle
+        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .await
+        .unwrap();
+    assert_eq!(text(&small), "0.5", "under the threshold: nothing stored");
+    assert_eq!(store.owner("session-idle").unwrap().as_deref(), Some("bot"));
+    drop(idle);
+    assert_eq!(store.owner("session-idle").unwrap(), None);
+
+    let busy = host.host.session(owned("session-busy"));
+    let listed = busy
+        .call("demo_list_inventory", JsonObject::new())
+        .await
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
+    drop(busy);
+    assert_eq!(store.owner("session-busy").unwrap().as_deref(), Some("bot"));
+    assert_eq!(store.held().unwrap().1, 1, "only the busy session's owner");
+    let later = host.host.session(owned("session-later"));
+    let raw = later
+        .call(
+            "retrieve_raw",
+            args(json!({"call_id": envelope["call_id"], "pointer": "/total"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&raw), "200");
+    drop(later);
+    host.shutdown().await;
+}
+
+/// A payload the in-memory store dropped to stay under its budget: get
+/// says so, with the figures, and what keeps every payload.
+#[tokio::test]
+async fn retrieve_raw_of_a_dropped_payload_says_it_was_dropped_to_bound_memory() {
+    use core_agent_digest::Store;
+    let budget = 1024 * 1024;
+    let store = std::sync::Arc::new(core_agent_digest::MemoryStore::with_budget(budget));
+    let host = start(vec![demo("demo")], digesting_into(store.clone())).await;
+    let session = host.host.session(approving());
+    let listed = session
+        .call("demo_list_inventory", JsonObject::new())
+        .await
+        .unwrap();
+    let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
+    let call_id = envelope["call_id"].as_str().unwrap().to_owned();
+    // Another caller's big payload fills the budget: the older one goes.
+    store
+        .put(core_agent_digest::RawRecord {
+            call_id: "call-big".to_owned(),
+            session_id: "other".to_owned(),
+            server: "demo".to_owned(),
+            tool: "list_inventory".to_owned(),
+            created_ms: 0,
+            payload: "x".repeat(budget as usize - 100),
+        })
+        .unwrap();
+    assert_eq!(store.get(&call_id).unwrap(), None);
+    let err = session
+        .call("retrieve_raw", args(json!({"call_id": call_id})))
+        .await
+        .unwrap_err()
+        .to_string();
+    for said in [
+        "no raw payload is stored",
+        "dropped its 1 oldest payloads",
+        "budget of 1048576 bytes",
+        "a session database keeps every payload",
+    ] {
+        assert!(err.contains(said), "{said}: {err}");
+    }
+    drop(session);
+    host.shutdown().await;
+}
