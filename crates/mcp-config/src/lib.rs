@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod convert;
 mod diagnose;
 mod dotenv;
 mod edit;

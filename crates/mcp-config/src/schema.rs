@@ -145,7 +145,7 @@ fn translate(
                     "a stdio server needs `command`, the executable to spawn".to_owned(),
                     "add \"command\": \"<executable>\"".to_owned(),
                 ),
-                "url" if crate::load::transport_kind(instance) == "sse" => (
+                "url" if crate::convert::transport_kind(instance) == "sse" => (
                     "an sse server needs `url`, its endpoint".to_owned(),
                     "add \"url\": \"https://…\"".to_owned(),
                 ),
@@ -176,7 +176,7 @@ fn translate(
         ValidationErrorKind::FalseSchema => {
             let parent = parent(pointer);
             let server = root.pointer(parent).unwrap_or(&Value::Null);
-            let kind = crate::load::transport_kind(server);
+            let kind = crate::convert::transport_kind(server);
             let other = if kind == "stdio" { "http" } else { "stdio" };
             let (a, an) = (article(kind), article(other));
             one(
