@@ -14,12 +14,13 @@ mod suggest;
 mod template;
 mod wrap;
 
+pub use convert::FileConfig;
 pub use diagnose::{Finding, Severity, diagnose, secret_kind};
 pub use dotenv::{DotEnv, Layered};
 pub use edit::{INIT_TEXT, NewServer, add_server, remove_server, server_names};
 pub use env::{Env, ProcessEnv};
 pub use error::{Error, Problem, Result};
-pub use load::{ConfigPaths, FileConfig, load, parse_file};
+pub use load::{ConfigPaths, load, parse_file};
 pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
 pub use spec::{

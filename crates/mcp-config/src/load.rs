@@ -3,13 +3,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::convert::{Cx, convert};
+use crate::convert::{Cx, FileConfig, convert};
 use crate::position::Positions;
 use crate::schema;
-use crate::spec::{BuiltinTools, Transport};
+use crate::spec::Transport;
 use crate::{
-    Config, ConfigFile, ConfigWarning, ConfigWarningKind, Dialect, DotEnv, Error, LeftOut, Problem,
-    Result, Scope, ServerEntry,
+    Config, ConfigFile, ConfigWarning, ConfigWarningKind, Dialect, DotEnv, Error, Problem, Result,
+    Scope,
 };
 
 /// Which files to read.
@@ -193,33 +193,6 @@ fn server_of(dialect: Dialect, pointer: &str) -> Option<String> {
     Some(name.replace("~1", "/").replace("~0", "~"))
 }
 
-/// One file, parsed and validated, before merging.
-#[derive(Debug, Default)]
-pub struct FileConfig {
-    /// The file's dialect.
-    pub dialect: Dialect,
-    pub(crate) servers: Vec<ServerEntry>,
-    pub(crate) left_out: Vec<LeftOut>,
-    pub(crate) warnings: Vec<ConfigWarning>,
-    pub(crate) wrap: crate::WrapSettings,
-    pub(crate) survey: Option<crate::Setting<bool>>,
-    pub(crate) builtin: Option<BuiltinTools>,
-    /// Per server of an `mcpServers` file, the keys its `auggy` policy sets.
-    pub(crate) policies: BTreeMap<String, Vec<String>>,
-}
-
-impl FileConfig {
-    /// The servers of this file that are configured but not to be started.
-    pub fn left_out(&self) -> &[LeftOut] {
-        &self.left_out
-    }
-
-    /// The warnings about this file, in file order.
-    pub fn warnings(&self) -> &[ConfigWarning] {
-        &self.warnings
-    }
-}
-
 /// Merges files given highest precedence first: servers by name (the first
 /// file that has a name wins, whether it starts the server or leaves it out),
 /// settings by first value set. A warning about a server is kept only when
@@ -322,7 +295,7 @@ fn strip_position(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AuthSpec, Cloud, LeftOutReason, PinMode, TrustLevel};
+    use crate::{AuthSpec, Cloud, LeftOut, LeftOutReason, PinMode, TrustLevel};
 
     fn parse(text: &str) -> std::result::Result<FileConfig, String> {
         let mut problems = Vec::new();
@@ -361,28 +334,6 @@ mod tests {
         // An explicit empty list is the operator's word: nobody sees `u`.
         assert_eq!(policies["u"], []);
         assert_eq!(policies["v"], [TrustLevel::User]);
-    }
-
-    #[test]
-    fn timeout_up_to_3600_is_seconds_and_above_is_milliseconds() {
-        let table = [
-            (1, 1_000, false),
-            (60, 60_000, false),
-            (999, 999_000, false),
-            (1_000, 1_000_000, true),
-            (3_600, 3_600_000, true),
-            (3_601, 3_601, false),
-            (30_000, 30_000, false),
-            (600_000, 600_000, false),
-            (u64::MAX, u64::MAX, false),
-        ];
-        for (timeout, ms, ambiguous) in table {
-            assert_eq!(
-                crate::convert::timeout_ms(timeout),
-                (ms, ambiguous),
-                "timeout {timeout}"
-            );
-        }
     }
 
     #[test]
