@@ -17,7 +17,9 @@ mod wrap;
 pub use convert::FileConfig;
 pub use diagnose::{Finding, Severity, diagnose, secret_kind};
 pub use dotenv::{DotEnv, Layered};
-pub use edit::{INIT_TEXT, NewServer, add_server, remove_server, server_names};
+pub use edit::{
+    AddError, INIT_TEXT, NewServer, Removal, add_server, remove_from, remove_server, server_names,
+};
 pub use env::{Env, ProcessEnv};
 pub use error::{Error, Problem, Result};
 pub use load::{ConfigPaths, load, parse_file};
