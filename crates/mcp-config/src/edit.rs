@@ -458,7 +458,15 @@ mod tests {
                 env: vec![("K".into(), "a=b".into())],
             })
         );
-        let table: [(Option<&str>, &[&str], &[&str], &[&str], AddError); 6] = [
+        /// url, headers, env, command, and the error.
+        type Case<'a> = (
+            Option<&'a str>,
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+            AddError,
+        );
+        let table: [Case<'_>; 6] = [
             (
                 Some("https://x"),
                 &["no-colon secret-value"],

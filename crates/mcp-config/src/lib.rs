@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod check;
 mod convert;
 mod diagnose;
 mod dotenv;
@@ -14,6 +15,7 @@ mod suggest;
 mod template;
 mod wrap;
 
+pub use check::{FileProblems, parse_json, read_optional};
 pub use convert::FileConfig;
 pub use diagnose::{Finding, Severity, diagnose, secret_kind};
 pub use dotenv::{DotEnv, Layered};

@@ -1,10 +1,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
+use crate::check::{FileProblems, parse_json, read_optional};
 use crate::convert::{Cx, FileConfig, convert};
-use crate::position::Positions;
 use crate::schema;
 use crate::spec::Transport;
 use crate::{
@@ -98,18 +96,14 @@ pub fn load(paths: &ConfigPaths) -> Result<Config> {
     let mut parsed = Vec::new();
     let mut config = Config::default();
     for (path, scope) in paths.files() {
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                config.files.push(ConfigFile {
-                    path,
-                    scope,
-                    found: false,
-                    dialect: None,
-                });
-                continue;
-            }
-            Err(source) => return Err(Error::Read { path, source }),
+        let Some(text) = read_optional(&path)? else {
+            config.files.push(ConfigFile {
+                path,
+                scope,
+                found: false,
+                dialect: None,
+            });
+            continue;
         };
         let file = parse_file(&text, &path, scope, &mut problems)?;
         config.files.push(ConfigFile {
@@ -140,18 +134,11 @@ pub fn parse_file(
     scope: Scope,
     problems: &mut Vec<Problem>,
 ) -> Result<FileConfig> {
-    let root: Value = serde_json::from_str(text).map_err(|e| Error::Syntax {
-        path: path.to_owned(),
-        line: e.line(),
-        column: e.column(),
-        message: strip_position(&e.to_string()),
-    })?;
+    let root = parse_json(path, text)?;
     let dialect = Dialect::detect(&root);
-    let positions = Positions::new(text);
     let mut cx = Cx {
         path,
-        positions: &positions,
-        problems: Vec::new(),
+        problems: FileProblems::new(path, text),
     };
     if let Some(obj) = root.as_object()
         && obj.contains_key("servers")
@@ -175,7 +162,7 @@ pub fn parse_file(
     if cx.problems.is_empty() {
         convert(&mut cx, &root, dialect, scope, &mut file);
     }
-    let mut found = cx.problems;
+    let mut found = cx.problems.into_problems();
     found.sort_by_key(|p| (p.line, p.column));
     problems.extend(found);
     Ok(file)
@@ -281,14 +268,6 @@ fn describe_entry(transport: &Transport) -> String {
     match transport {
         Transport::Stdio(s) => format!("its stdio command `{}`", s.command),
         Transport::Http(h) => format!("its http url `{}`", h.url),
-    }
-}
-
-/// serde_json appends " at line L column C"; we print the position first.
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_owned(),
-        None => message.to_owned(),
     }
 }
 

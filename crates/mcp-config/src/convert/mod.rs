@@ -9,12 +9,13 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::position::{Positions, escape_pointer};
+use crate::check::FileProblems;
+use crate::position::escape_pointer;
 use crate::spec::{
     AuthSpec, BuiltinTools, ConfigWarning, HttpSpec, LeftOut, OAuthSpec, StdioSpec, Transport,
 };
 use crate::{
-    Cloud, Dialect, Limits, PinMode, Problem, Scope, ServerEntry, ServerSpec, Template, TrustLevel,
+    Cloud, Dialect, Limits, PinMode, Scope, ServerEntry, ServerSpec, Template, TrustLevel,
 };
 
 /// One file, parsed and validated, before merging.
@@ -44,25 +45,15 @@ impl FileConfig {
     }
 }
 
-/// Validation context: the file, its positions, and the problems so far.
+/// Validation context: the file and the problems so far.
 pub(crate) struct Cx<'a> {
     pub(crate) path: &'a Path,
-    pub(crate) positions: &'a Positions<'a>,
-    pub(crate) problems: Vec<Problem>,
+    pub(crate) problems: FileProblems<'a>,
 }
 
 impl Cx<'_> {
     pub(crate) fn push(&mut self, server: Option<String>, pointer: &str, message: &str, fix: &str) {
-        let (line, column) = self.positions.line_col(pointer);
-        self.problems.push(Problem {
-            path: self.path.to_owned(),
-            line: Some(line),
-            column: Some(column),
-            server,
-            pointer: pointer.to_owned(),
-            message: message.to_owned(),
-            fix: fix.to_owned(),
-        });
+        self.problems.push(server.as_deref(), pointer, message, fix);
     }
 
     /// One placeholder string, or `None` (with a problem) when it does not parse.
