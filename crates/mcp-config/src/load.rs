@@ -90,7 +90,7 @@ impl ConfigPaths {
 ///
 /// A missing file means "no servers here". Every problem of every file is
 /// reported at once. Placeholders are checked here and expanded when each
-/// server starts ([`Template::expand`]).
+/// server starts ([`Template::expand`](crate::Template::expand)).
 pub fn load(paths: &ConfigPaths) -> Result<Config> {
     let mut problems = Vec::new();
     let mut parsed = Vec::new();
