@@ -32,6 +32,6 @@ pub use spec::{
     Dialect, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, OAuthSpec, PinMode,
     Scope, ServerEntry, ServerSpec, Setting, StdioSpec, Transport, TrustLevel,
 };
-pub use suggest::closest;
+pub use suggest::{closest, suggestions};
 pub use template::{Expanded, Template};
 pub use wrap::WrapSettings;
