@@ -31,6 +31,7 @@ mod login;
 mod serve;
 mod term;
 mod warnings;
+mod words;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -939,57 +940,13 @@ fn add(
     headers: &[String],
     command: &[String],
 ) -> u8 {
-    let server = match (url, command.split_first()) {
-        (Some(url), None) => {
-            let mut parsed = Vec::new();
-            for h in headers {
-                let Some((k, v)) = h.split_once(':') else {
-                    eprintln!(
-                        "core-agent: --header `{}` is not `Name: value`",
-                        first_word(h)
-                    );
-                    return USAGE;
-                };
-                parsed.push((k.trim().to_owned(), v.trim().to_owned()));
-            }
-            NewServer::Http {
-                url: url.to_owned(),
-                headers: parsed,
-            }
-        }
-        (None, Some((cmd, args))) => {
-            let mut parsed = Vec::new();
-            for pair in env {
-                let Some((k, v)) = pair.split_once('=') else {
-                    eprintln!(
-                        "core-agent: --env `{}` is not `NAME=value`",
-                        first_word(pair)
-                    );
-                    return USAGE;
-                };
-                parsed.push((k.to_owned(), v.to_owned()));
-            }
-            NewServer::Stdio {
-                command: cmd.clone(),
-                args: args.to_vec(),
-                env: parsed,
-            }
-        }
-        (None, None) => {
-            eprintln!(
-                "core-agent: say how to reach the server: `mcp add NAME -- COMMAND [ARGS…]` or `mcp add NAME --url URL`"
-            );
-            return USAGE;
-        }
-        (Some(_), Some(_)) => {
-            eprintln!("core-agent: give either --url or a command after `--`, not both");
+    let server = match NewServer::from_args(url, headers, env, command) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("core-agent: {}", words::config::add_error(&e));
             return USAGE;
         }
     };
-    if !env.is_empty() && url.is_some() {
-        eprintln!("core-agent: --env is for stdio servers; an http server takes --header");
-        return USAGE;
-    }
     let Some(path) = scope_file(paths, scope) else {
         eprintln!(
             "core-agent: HOME is not set, so there is no user config; pass --user-config FILE"
@@ -1007,7 +964,7 @@ fn add(
     let text = match core_agent_mcp_config::add_server(&path, existing.as_deref(), name, &server) {
         Ok(text) => text,
         Err(e) => {
-            eprintln!("core-agent: {e}");
+            eprintln!("core-agent: {}", words::config::config_error(&e));
             return USAGE;
         }
     };
@@ -1015,11 +972,7 @@ fn add(
         eprintln!("core-agent: cannot write {}: {e}", path.display());
         return FAILED;
     }
-    let pairs = match &server {
-        NewServer::Stdio { env, .. } => env,
-        NewServer::Http { headers, .. } => headers,
-    };
-    for (k, v) in pairs {
+    for (k, v) in server.pairs() {
         if !v.contains("${")
             && let Some(kind) = core_agent_mcp_config::secret_kind(k, v)
         {
@@ -1037,33 +990,21 @@ fn remove(paths: &ConfigPaths, name: &str, scope: Option<ScopeArg>) -> u8 {
         ScopeArg::Project => Scope::Project,
         ScopeArg::User => Scope::User,
     });
-    let mut everywhere = Vec::new();
-    for (path, file_scope) in paths.files() {
-        if wanted.is_some_and(|w| w != file_scope) {
-            continue;
+    let everywhere = match core_agent_mcp_config::remove_from(paths, name, wanted) {
+        Ok(core_agent_mcp_config::Removal::Removed { path, text }) => {
+            if let Err(e) = write_file(&path, &text) {
+                eprintln!("core-agent: cannot write {}: {e}", path.display());
+                return FAILED;
+            }
+            outln!("removed server `{name}` from {}", path.display());
+            return 0;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
-            continue;
-        };
-        match core_agent_mcp_config::remove_server(&path, &text, name) {
-            Ok(Some(new_text)) => {
-                if let Err(e) = write_file(&path, &new_text) {
-                    eprintln!("core-agent: cannot write {}: {e}", path.display());
-                    return FAILED;
-                }
-                outln!("removed server `{name}` from {}", path.display());
-                return 0;
-            }
-            Ok(None) => {
-                everywhere
-                    .extend(core_agent_mcp_config::server_names(&path, &text).unwrap_or_default());
-            }
-            Err(e) => {
-                eprintln!("core-agent: {e}");
-                return USAGE;
-            }
+        Ok(core_agent_mcp_config::Removal::NotFound { configured }) => configured,
+        Err(e) => {
+            eprintln!("core-agent: {e}");
+            return USAGE;
         }
-    }
+    };
     let known = if everywhere.is_empty() {
         "no servers are configured".to_owned()
     } else {
@@ -1295,13 +1236,6 @@ fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, path)
-}
-
-fn first_word(s: &str) -> String {
-    s.chars()
-        .take_while(|c| !c.is_whitespace())
-        .take(24)
-        .collect()
 }
 
 fn print_doctor(report: &DoctorReport, json: bool) {

@@ -1,11 +1,11 @@
 //! Editing a config file in place: add or remove one server and keep the
 //! rest of the file (key order, other servers, other fields) as it was.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::{Dialect, Error, Problem, Result, Scope};
+use crate::{ConfigPaths, Dialect, Error, Problem, Result, Scope};
 
 /// What `mcp init` writes.
 pub const INIT_TEXT: &str = "{\n  \"version\": 1,\n  \"servers\": {}\n}\n";
@@ -29,6 +29,148 @@ pub enum NewServer {
         /// Headers (values may hold placeholders).
         headers: Vec<(String, String)>,
     },
+}
+
+impl NewServer {
+    /// The server a command line describes: a `url` with `Name: value`
+    /// headers (streamable HTTP), or a command and its arguments with
+    /// `NAME=value` environment entries (stdio).
+    ///
+    /// ```
+    /// use core_agent_mcp_config::{AddError, NewServer};
+    ///
+    /// let server = NewServer::from_args(None, &[], &["K=${K}".into()], &["npx".into(), "srv".into()]);
+    /// assert!(matches!(server, Ok(NewServer::Stdio { .. })));
+    /// let both = NewServer::from_args(Some("https://x/mcp"), &[], &[], &["npx".into()]);
+    /// assert_eq!(both, Err(AddError::BothTransports));
+    /// ```
+    pub fn from_args(
+        url: Option<&str>,
+        headers: &[String],
+        env: &[String],
+        command: &[String],
+    ) -> std::result::Result<NewServer, AddError> {
+        let server = match (url, command.split_first()) {
+            (Some(url), None) => {
+                let mut parsed = Vec::new();
+                for h in headers {
+                    let Some((k, v)) = h.split_once(':') else {
+                        return Err(AddError::Header {
+                            entry: first_word(h),
+                        });
+                    };
+                    parsed.push((k.trim().to_owned(), v.trim().to_owned()));
+                }
+                NewServer::Http {
+                    url: url.to_owned(),
+                    headers: parsed,
+                }
+            }
+            (None, Some((cmd, args))) => {
+                let mut parsed = Vec::new();
+                for pair in env {
+                    let Some((k, v)) = pair.split_once('=') else {
+                        return Err(AddError::Env {
+                            entry: first_word(pair),
+                        });
+                    };
+                    parsed.push((k.to_owned(), v.to_owned()));
+                }
+                NewServer::Stdio {
+                    command: cmd.clone(),
+                    args: args.to_vec(),
+                    env: parsed,
+                }
+            }
+            (None, None) => return Err(AddError::NoTransport),
+            (Some(_), Some(_)) => return Err(AddError::BothTransports),
+        };
+        if !env.is_empty() && url.is_some() {
+            return Err(AddError::EnvOnHttp);
+        }
+        Ok(server)
+    }
+
+    /// Its environment entries (stdio) or headers (http), as written.
+    pub fn pairs(&self) -> &[(String, String)] {
+        match self {
+            NewServer::Stdio { env, .. } => env,
+            NewServer::Http { headers, .. } => headers,
+        }
+    }
+}
+
+/// Why a command line does not describe a server ([`NewServer::from_args`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AddError {
+    /// A header is not `Name: value`.
+    #[error("header `{entry}` is not `Name: value`")]
+    Header {
+        /// The entry's first word (never the whole value, which may be a secret).
+        entry: String,
+    },
+    /// An environment entry is not `NAME=value`.
+    #[error("environment entry `{entry}` is not `NAME=value`")]
+    Env {
+        /// The entry's first word (never the whole value, which may be a secret).
+        entry: String,
+    },
+    /// Neither a url nor a command.
+    #[error("say how to reach the server: give a command or a url")]
+    NoTransport,
+    /// Both a url and a command.
+    #[error("give either a url or a command, not both")]
+    BothTransports,
+    /// Environment entries for an http server.
+    #[error("environment entries are for stdio servers; an http server takes headers")]
+    EnvOnHttp,
+}
+
+/// What [`remove_from`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// The first file that had the server, and its text without it (for the
+    /// caller to write).
+    Removed {
+        /// The file.
+        path: PathBuf,
+        /// Its new text.
+        text: String,
+    },
+    /// No file searched has the server.
+    NotFound {
+        /// The servers the searched files do have, in file order.
+        configured: Vec<String>,
+    },
+}
+
+/// Finds server `name` in the files of `paths` (highest precedence first,
+/// only those of `scope` when given) and removes it from the first that has
+/// it. Files that do not exist or cannot be read are skipped. Writes nothing.
+pub fn remove_from(paths: &ConfigPaths, name: &str, scope: Option<Scope>) -> Result<Removal> {
+    let mut configured = Vec::new();
+    for (path, file_scope) in paths.files() {
+        if scope.is_some_and(|w| w != file_scope) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        match remove_server(&path, &text, name)? {
+            Some(text) => return Ok(Removal::Removed { path, text }),
+            None => configured.extend(server_names(&path, &text).unwrap_or_default()),
+        }
+    }
+    Ok(Removal::NotFound { configured })
+}
+
+/// At most 24 characters of `s`, up to its first whitespace.
+fn first_word(s: &str) -> String {
+    s.chars()
+        .take_while(|c| !c.is_whitespace())
+        .take(24)
+        .collect()
 }
 
 /// Adds server `name` to the file text `text` (`None`: the file does not
@@ -62,12 +204,11 @@ pub fn add_server(
         ));
     };
     if servers.contains_key(name) {
-        return Err(invalid(
-            path,
-            &format!("/{key}/{name}"),
-            &format!("a server named `{name}` already exists"),
-            &format!("remove it first with `core-agent mcp remove {name}`, or pick another name"),
-        ));
+        return Err(Error::NameTaken {
+            path: path.to_owned(),
+            pointer: format!("/{key}/{}", crate::escape_pointer(name)),
+            server: name.to_owned(),
+        });
     }
     servers.insert(name.to_owned(), server_value(dialect, server));
     finish(path, &root)
@@ -286,6 +427,151 @@ mod tests {
         assert_eq!(
             server_names(Path::new(".mcp.json"), text).unwrap(),
             ["a", "b"]
+        );
+    }
+
+    fn words(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn args_make_a_server_or_say_what_is_wrong() {
+        let http = NewServer::from_args(
+            Some("https://x/mcp"),
+            &words(&["Authorization : Bearer ${T}"]),
+            &[],
+            &[],
+        );
+        assert_eq!(
+            http,
+            Ok(NewServer::Http {
+                url: "https://x/mcp".into(),
+                headers: vec![("Authorization".into(), "Bearer ${T}".into())],
+            })
+        );
+        let stdio = NewServer::from_args(None, &[], &words(&["K=a=b"]), &words(&["srv", "-v"]));
+        assert_eq!(
+            stdio,
+            Ok(NewServer::Stdio {
+                command: "srv".into(),
+                args: words(&["-v"]),
+                env: vec![("K".into(), "a=b".into())],
+            })
+        );
+        /// url, headers, env, command, and the error.
+        type Case<'a> = (
+            Option<&'a str>,
+            &'a [&'a str],
+            &'a [&'a str],
+            &'a [&'a str],
+            AddError,
+        );
+        let table: [Case<'_>; 6] = [
+            (
+                Some("https://x"),
+                &["no-colon secret-value"],
+                &[],
+                &[],
+                AddError::Header {
+                    entry: "no-colon".into(),
+                },
+            ),
+            (
+                None,
+                &[],
+                &["ghp_0123456789abcdefghijklmnop"],
+                &["srv"],
+                AddError::Env {
+                    entry: "ghp_0123456789abcdefghi".chars().chain(['j']).collect(),
+                },
+            ),
+            (None, &[], &[], &[], AddError::NoTransport),
+            (
+                Some("https://x"),
+                &[],
+                &[],
+                &["srv"],
+                AddError::BothTransports,
+            ),
+            (Some("https://x"), &[], &["K=v"], &[], AddError::EnvOnHttp),
+            // A bad header is reported before env on an http server.
+            (
+                Some("https://x"),
+                &["bad"],
+                &["K=v"],
+                &[],
+                AddError::Header {
+                    entry: "bad".into(),
+                },
+            ),
+        ];
+        for (url, headers, env, command, want) in table {
+            let got = NewServer::from_args(url, &words(headers), &words(env), &words(command));
+            assert_eq!(
+                got,
+                Err(want.clone()),
+                "{url:?} {headers:?} {env:?} {command:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn remove_from_takes_the_first_file_of_the_scope_that_has_the_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join(".agents/mcp.json");
+        let user = dir.path().join("user.json");
+        std::fs::create_dir_all(project.parent().unwrap()).unwrap();
+        std::fs::write(
+            &project,
+            "{\"version\": 1, \"servers\": {\"p\": {\"transport\": \"stdio\", \"command\": \"p\"}}}",
+        )
+        .unwrap();
+        std::fs::write(
+            &user,
+            "{\"mcpServers\": {\"u\": {\"command\": \"u\"}, \"p\": {\"command\": \"p\"}}}",
+        )
+        .unwrap();
+        let mut paths = ConfigPaths::only(&project);
+        paths.user = Some(user.clone());
+
+        match remove_from(&paths, "p", None).unwrap() {
+            Removal::Removed { path, text } => {
+                assert_eq!(path, project);
+                assert!(!text.contains("\"p\""), "{text}");
+            }
+            other => panic!("{other:?}"),
+        }
+        match remove_from(&paths, "p", Some(Scope::User)).unwrap() {
+            Removal::Removed { path, .. } => assert_eq!(path, user),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            remove_from(&paths, "nope", None).unwrap(),
+            Removal::NotFound {
+                configured: words(&["p", "u", "p"]),
+            }
+        );
+        assert_eq!(
+            remove_from(&paths, "u", Some(Scope::Project)).unwrap(),
+            Removal::NotFound {
+                configured: words(&["p"]),
+            }
+        );
+        // Nothing was written.
+        assert!(std::fs::read_to_string(&user).unwrap().contains("\"u\""));
+    }
+
+    #[test]
+    fn a_taken_name_is_an_error_that_names_it() {
+        let text = "{\"version\": 1, \"servers\": {\"a/b\": {\"transport\": \"stdio\", \"command\": \"a\"}}}";
+        let err = add_server(Path::new("m.json"), Some(text), "a/b", &stdio()).unwrap_err();
+        assert!(
+            matches!(&err, Error::NameTaken { server, pointer, .. } if server == "a/b" && pointer == "/servers/a~1b"),
+            "{err:?}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "m.json: /servers/a~1b: a server named `a/b` already exists; remove it first, or pick another name"
         );
     }
 }

@@ -28,6 +28,16 @@ pub enum Error {
         /// What the JSON parser said.
         message: String,
     },
+    /// A server to add has the name of one the file already has.
+    #[error("{}: {pointer}: a server named `{server}` already exists; remove it first, or pick another name", path.display())]
+    NameTaken {
+        /// The file.
+        path: PathBuf,
+        /// JSON pointer to the existing server (`/servers/fs`).
+        pointer: String,
+        /// The name.
+        server: String,
+    },
     /// One or more files are valid JSON but break the schema.
     #[error("{}", Problems(problems))]
     Invalid {

@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+mod check;
+mod convert;
 mod diagnose;
 mod dotenv;
 mod edit;
@@ -13,12 +15,16 @@ mod suggest;
 mod template;
 mod wrap;
 
+pub use check::{FileProblems, parse_json, read_optional};
+pub use convert::FileConfig;
 pub use diagnose::{Finding, Severity, diagnose, secret_kind};
 pub use dotenv::{DotEnv, Layered};
-pub use edit::{INIT_TEXT, NewServer, add_server, remove_server, server_names};
+pub use edit::{
+    AddError, INIT_TEXT, NewServer, Removal, add_server, remove_from, remove_server, server_names,
+};
 pub use env::{Env, ProcessEnv};
 pub use error::{Error, Problem, Result};
-pub use load::{ConfigPaths, FileConfig, load, parse_file};
+pub use load::{ConfigPaths, load, parse_file};
 pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
 pub use spec::{
@@ -26,6 +32,6 @@ pub use spec::{
     Dialect, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, OAuthSpec, PinMode,
     Scope, ServerEntry, ServerSpec, Setting, StdioSpec, Transport, TrustLevel,
 };
-pub use suggest::closest;
+pub use suggest::{closest, suggestions};
 pub use template::{Expanded, Template};
 pub use wrap::WrapSettings;

@@ -41,6 +41,7 @@ pub fn locate(text: &str, pointer: &str) -> (usize, usize) {
 /// Finds JSON pointers in the text of a document: each lookup walks the
 /// text once, without recursion and without building an index, so its cost
 /// is linear in the text whatever the nesting or the length of keys.
+#[derive(Debug)]
 pub(crate) struct Positions<'a> {
     text: &'a str,
 }

@@ -7,6 +7,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use crate::Dialect;
+use crate::convert::TransportKind;
 use crate::position::escape_pointer;
 use crate::suggest::closest;
 
@@ -145,7 +146,7 @@ fn translate(
                     "a stdio server needs `command`, the executable to spawn".to_owned(),
                     "add \"command\": \"<executable>\"".to_owned(),
                 ),
-                "url" if crate::load::transport_kind(instance) == "sse" => (
+                "url" if TransportKind::of(instance) == TransportKind::Sse => (
                     "an sse server needs `url`, its endpoint".to_owned(),
                     "add \"url\": \"https://…\"".to_owned(),
                 ),
@@ -176,8 +177,13 @@ fn translate(
         ValidationErrorKind::FalseSchema => {
             let parent = parent(pointer);
             let server = root.pointer(parent).unwrap_or(&Value::Null);
-            let kind = crate::load::transport_kind(server);
-            let other = if kind == "stdio" { "http" } else { "stdio" };
+            let kind = TransportKind::of(server);
+            let other = if kind == TransportKind::Stdio {
+                "http"
+            } else {
+                "stdio"
+            };
+            let kind = kind.as_str();
             let (a, an) = (article(kind), article(other));
             one(
                 format!(
@@ -351,20 +357,6 @@ const MCP_SERVER: &[&str] = &[
     "disabledTools",
     "cwd",
 ];
-/// Server keys that other tools write in `.mcp.json` files and core-agent
-/// accepts but does not use: each server that has some gets one warning.
-pub(crate) const PEER_IGNORED: &[&str] = &[
-    "autoApprove",
-    "alwaysAllow",
-    "description",
-    "name",
-    "networkTimeout",
-    "trust",
-    "envFile",
-    "oauth",
-    "headersHelper",
-    "watchPaths",
-];
 const POLICY: &[&str] = &[
     "allowedTools",
     "blockedTools",
@@ -513,6 +505,7 @@ pub(crate) fn describe(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::convert::mcp_servers::PEER_IGNORED;
 
     /// The keys the `mcpServers` schema accepts on a server are exactly the
     /// ones used (`MCP_SERVER`) and the ones ignored (`PEER_IGNORED`): a key

@@ -17,13 +17,35 @@
 /// assert_eq!(closest("timeout", &known), None);
 /// ```
 pub fn closest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    suggestions(key, known.iter().copied(), 1)
+        .into_iter()
+        .next()
+}
+
+/// Up to `max` names of `known` close enough to `key` to be a typo of it
+/// (as [`closest`] decides), closest first; on a tie, in `known`'s order.
+///
+/// ```
+/// use core_agent_mcp_config::suggestions;
+///
+/// let known = ["fs_read", "fs_reads", "fs_write"];
+/// assert_eq!(suggestions("fs_raed", known, 3), ["fs_read", "fs_reads"]);
+/// assert_eq!(suggestions("fs_raed", known, 1), ["fs_read"]);
+/// ```
+pub fn suggestions<'a>(
+    key: &str,
+    known: impl IntoIterator<Item = &'a str>,
+    max: usize,
+) -> Vec<&'a str> {
     let key = key.to_lowercase();
-    known
-        .iter()
-        .map(|k| (strsim::damerau_levenshtein(&key, &k.to_lowercase()), *k))
+    let mut scored: Vec<(usize, &'a str)> = known
+        .into_iter()
+        .map(|k| (strsim::damerau_levenshtein(&key, &k.to_lowercase()), k))
         .filter(|(d, k)| *d <= 2.max(k.len() / 4) && *d < k.len())
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
+        .collect();
+    // Stable: equal distances keep `known`'s order.
+    scored.sort_by_key(|(d, _)| *d);
+    scored.into_iter().take(max).map(|(_, k)| k).collect()
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 use std::path::{Path, PathBuf};
 
-use core_agent_mcp_config::{closest, escape_pointer, locate};
+use core_agent_mcp_config::{FileProblems, escape_pointer, parse_json, read_optional};
 use serde_json::{Map, Value};
 
-use crate::{Error, Pattern, Problem, Result};
+use crate::{Error, Pattern, Result};
 
 /// How the gate treats calls that no pattern decides.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -102,33 +102,16 @@ impl PermissionsConfig {
         let mut mode_set = false;
         let mut plan_set = false;
         for path in std::iter::once(project).chain(user) {
-            let text = match std::fs::read_to_string(path) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(source) => {
-                    return Err(Error::Read {
-                        path: path.to_owned(),
-                        source,
-                    });
-                }
+            let Some(text) = read_optional(path)? else {
+                continue;
             };
-            let root: Value = serde_json::from_str(&text).map_err(|e| Error::Syntax {
-                path: path.to_owned(),
-                line: e.line(),
-                column: e.column(),
-                message: e
-                    .to_string()
-                    .split(" at line ")
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned(),
-            })?;
+            let root = parse_json(path, &text)?;
             let mut cx = Cx {
                 path,
-                text: &text,
-                problems: &mut problems,
+                problems: FileProblems::new(path, &text),
             };
             let Some(root) = cx.object(&root, "") else {
+                problems.extend(cx.problems.into_problems());
                 continue;
             };
             cx.keys(root, "", &["permissions", "tools", "gateway", "$schema"]);
@@ -210,6 +193,7 @@ impl PermissionsConfig {
                     ));
                 }
             }
+            problems.extend(cx.problems.into_problems());
         }
         if problems.is_empty() {
             Ok(config)
@@ -221,25 +205,15 @@ impl PermissionsConfig {
     }
 }
 
-/// Checking one file: its path and text, and the problems so far.
+/// Checking one file: its path, and the problems so far.
 struct Cx<'a> {
     path: &'a Path,
-    text: &'a str,
-    problems: &'a mut Vec<Problem>,
+    problems: FileProblems<'a>,
 }
 
 impl Cx<'_> {
     fn problem(&mut self, pointer: &str, message: &str, fix: &str) {
-        let (line, column) = locate(self.text, pointer);
-        self.problems.push(Problem {
-            path: self.path.to_owned(),
-            line: Some(line),
-            column: Some(column),
-            server: None,
-            pointer: pointer.to_owned(),
-            message: message.to_owned(),
-            fix: fix.to_owned(),
-        });
+        self.problems.push(None, pointer, message, fix);
     }
 
     fn object<'v>(&mut self, v: &'v Value, pointer: &str) -> Option<&'v Map<String, Value>> {
@@ -251,24 +225,7 @@ impl Cx<'_> {
     }
 
     fn keys(&mut self, obj: &Map<String, Value>, base: &str, known: &[&str]) {
-        for key in obj.keys().filter(|k| !known.contains(&k.as_str())) {
-            let fix = match closest(key, known) {
-                Some(k) => format!("did you mean `{k}`?"),
-                None => format!(
-                    "valid fields here are {}",
-                    known
-                        .iter()
-                        .map(|k| format!("`{k}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            };
-            self.problem(
-                &format!("{base}/{}", escape_pointer(key)),
-                &format!("unknown field `{key}`"),
-                &fix,
-            );
-        }
+        self.problems.unknown_keys(obj, base, known);
     }
 
     /// `obj[key]` when it is a whole number from 1 to 2^32 - 1; a problem when
