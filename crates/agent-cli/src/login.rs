@@ -103,7 +103,7 @@ pub(crate) async fn login(config: &Config, name: &str, no_browser: bool, timeout
             outln!(
                 "logged in to `{name}` ({}{issuer}; scopes: {scopes}); {}",
                 outcome.client,
-                outcome.status.describe(name)
+                outcome.status.describe()
             );
             outln!("credentials: {}", file.path().display());
             0

@@ -593,7 +593,8 @@ async fn run(cli: Cli) -> u8 {
             let mut host = HostOptions {
                 call_timeout,
                 ..HostOptions::default()
-            };
+            }
+            .with_commands(Arc::new(words::commands::CliCommands));
             host.start.timeout = start_timeout;
             host.start.elicitor = Arc::new(NoticeDecline);
             host.start.supervisor = supervisor();
@@ -654,6 +655,7 @@ async fn run(cli: Cli) -> u8 {
     for notice in notices {
         eprintln!("core-agent: {notice}");
     }
+    options.commands = Some(Arc::new(words::commands::CliCommands));
     options.start.elicitor = if can_prompt {
         Arc::new(term::TtyElicitor::new(screen.clone()))
     } else {

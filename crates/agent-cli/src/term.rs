@@ -211,7 +211,7 @@ pub(crate) fn ready_line(server: &Server, summary: Option<&ServerSummary>) -> (S
                 "core-agent: mcp: {} ({}): error after {ms} ms: {}",
                 server.name(),
                 server.transport(),
-                core_agent_host::terminal_safe(&server.problem().unwrap_or_default())
+                core_agent_host::terminal_safe(&crate::words::commands::problem(server))
             ),
             false,
         ),

@@ -206,7 +206,7 @@ async fn hosts(State(state): State<Arc<HttpState>>, request: Request, next: Next
         return problem(
             StatusCode::FORBIDDEN,
             &format!(
-                "Host `{host}` is not allowed (only loopback names are, unless --allow-host adds one)"
+                "Host `{host}` is not allowed (only loopback names are, unless the gateway's allowed hosts name it)"
             ),
         );
     }
@@ -257,7 +257,7 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         }
         let mut response = problem(
             StatusCode::UNAUTHORIZED,
-            "a bearer token is required: send `Authorization: Bearer <token>` (the token core-agent serve printed at start, or CORE_AGENT_GATEWAY_TOKEN, or one of config.json's gateway.tokens)",
+            "a bearer token is required: send `Authorization: Bearer <token>` (the token the gateway was started with: CORE_AGENT_GATEWAY_TOKEN, the one generated and shown at start, or one of config.json's gateway.tokens)",
         );
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -419,7 +419,7 @@ fn usage_of(
     let store = state.gateway.inner.host.digest_store().ok_or_else(|| {
         Box::new(problem(
             StatusCode::NOT_FOUND,
-            "the digest is off (--no-mcp-digest or agentic_wrap: false), so no usage is kept",
+            "the digest is off (agentic_wrap: false, or turned off when the gateway was started), so no usage is kept",
         ))
     })?;
     let known = info.is_some() || store.sessions().is_ok_and(|s| s.iter().any(|s| s == id));

@@ -55,11 +55,11 @@ impl std::fmt::Display for Refusal {
         match self {
             Refusal::Token(n) => write!(
                 f,
-                "this token already holds {n} MCP sessions (gateway.max_sessions_per_token), each with a call in flight; retry when one ends, close sessions you no longer use (HTTP DELETE), or raise the limit (--max-sessions-per-token)"
+                "this token already holds {n} MCP sessions (gateway.max_sessions_per_token), each with a call in flight; retry when one ends, close sessions you no longer use (HTTP DELETE), or raise gateway.max_sessions_per_token"
             ),
             Refusal::Total(n) => write!(
                 f,
-                "the gateway already holds {n} MCP sessions (gateway.max_sessions), each with a call in flight; retry when one ends, or raise the limit (--max-sessions)"
+                "the gateway already holds {n} MCP sessions (gateway.max_sessions), each with a call in flight; retry when one ends, or raise gateway.max_sessions"
             ),
         }
     }

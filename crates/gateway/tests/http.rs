@@ -232,7 +232,7 @@ async fn a_session_with_a_call_in_flight_is_never_closed_to_make_room() {
     let body = refused.text().await.unwrap();
     assert!(
         body.contains("already holds 2 MCP sessions (gateway.max_sessions)")
-            && body.contains("--max-sessions"),
+            && body.contains("or raise gateway.max_sessions"),
         "{body}"
     );
     assert_eq!(served.health().await["sessions"]["open"], 2);

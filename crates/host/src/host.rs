@@ -24,6 +24,15 @@ use crate::{Error, Result};
 /// publishes from it (`None` for a server that failed).
 pub type ServerReady = Arc<dyn Fn(&Server, Option<&ServerSummary>) + Send + Sync>;
 
+/// `warning` in words, naming `commands`' trust command where it asks for
+/// that step.
+pub(crate) fn word_warning(
+    commands: Option<&dyn crate::Commands>,
+    warning: &core_agent_mcp_policy::Warning,
+) -> String {
+    warning.describe(&|server, tool| commands.and_then(|c| c.trust(server, tool)))
+}
+
 /// How the Host starts servers and runs calls, for every session.
 #[derive(Debug, Clone, Default)]
 pub struct HostOptions {
@@ -38,6 +47,9 @@ pub struct HostOptions {
     /// The survey tools (`list_dir`, `glob`, `grep`, `read_many_files`)
     /// and the directory they are confined to; `None` turns them off.
     pub survey: Option<SurveyOptions>,
+    /// The front end's commands, named in messages that ask for a login
+    /// or for accepting a changed tool; `None` says those steps in words.
+    pub commands: Option<Arc<dyn crate::Commands>>,
 }
 
 /// Where the survey tools look, and how much they return.
@@ -95,6 +107,12 @@ impl HostOptions {
     /// How servers are started.
     pub fn with_start(mut self, start: StartOptions) -> HostOptions {
         self.start = start;
+        self
+    }
+
+    /// The front end's commands, named in the host's messages.
+    pub fn with_commands(mut self, commands: Arc<dyn crate::Commands>) -> HostOptions {
+        self.commands = Some(commands);
         self
     }
 }
@@ -196,6 +214,32 @@ pub struct Host {
 }
 
 impl Host {
+    /// A catalog warning, naming the front end's trust command where it
+    /// asks for that step.
+    pub(crate) fn word(&self, warning: &core_agent_mcp_policy::Warning) -> String {
+        word_warning(self.options.commands.as_deref(), warning)
+    }
+
+    /// What a server that failed to start says: its error, and the front
+    /// end's login command when logging in is what it needs.
+    pub(crate) fn problem_of(&self, server: &Server) -> Option<String> {
+        let problem = server.problem()?;
+        match self.login_command(server) {
+            Some(command) => Some(format!("{problem}: run `{command}`")),
+            None => Some(problem),
+        }
+    }
+
+    /// The front end's login command for `server`, when it cannot start
+    /// until someone logs in.
+    pub(crate) fn login_command(&self, server: &Server) -> Option<String> {
+        let commands = self.options.commands.as_deref()?;
+        server
+            .error()
+            .filter(|e| e.needs_login())
+            .and_then(|_| commands.login(server.name()))
+    }
+
     /// Starts every server of `config` concurrently; `on_ready` hears about
     /// each one as it connects or fails, with the count of tools policy
     /// publishes from it (`None` for a server that failed). Servers that fail
@@ -516,7 +560,7 @@ impl Host {
             return Err(pin_error(format!("no server named `{server}`; {hint}")));
         };
         if s.status() != Status::Connected {
-            let why = s.error().map(ToString::to_string).unwrap_or_default();
+            let why = self.problem_of(s).unwrap_or_default();
             return Err(pin_error(format!(
                 "server `{server}` did not start, so its tools cannot be read: {why}"
             )));
@@ -572,7 +616,12 @@ impl Host {
         if let Some(problem) = self.pin_problem.lock().ok().and_then(|p| p.clone()) {
             out.push(format!("pin: {problem}"));
         }
-        out.extend(catalog.warnings().iter().map(|w| format!("mcp: {w}")));
+        out.extend(
+            catalog
+                .warnings()
+                .iter()
+                .map(|w| format!("mcp: {}", self.word(w))),
+        );
         out.extend(
             self.servers
                 .iter()

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod cap;
+mod commands;
 #[cfg(feature = "demo")]
 pub mod demo;
 mod error;
@@ -17,6 +18,7 @@ mod tools;
 mod wrap;
 
 pub use cap::cap_result;
+pub use commands::Commands;
 pub use error::{Error, Result};
 pub use host::{DigestOptions, Host, HostOptions, ServerReady, SurveyOptions};
 #[cfg(feature = "llm")]

@@ -346,7 +346,8 @@ impl Session {
         level: TrustLevel,
     ) -> Result<Route> {
         let survey = self.host.survey_access();
-        let route = resolve(published, name, level, self.digest.is_some(), survey)?;
+        let word = |w: &core_agent_mcp_policy::Warning| self.host.word(w);
+        let route = resolve(published, name, level, self.digest.is_some(), survey, &word)?;
         trust(&route, name, level, survey)?;
         let (namespace, read_only) = match &route {
             Route::Mcp(route) => (MCP, route.read_only),

@@ -376,40 +376,60 @@ impl fmt::Display for Warning {
                 f,
                 "{server}: tool `{tool}` would be named `{reserved}`, the name of a built-in tool; it is published as `{name}`"
             ),
-            Warning::ToolChanged {
-                server,
-                tool,
-                change,
-                quarantined: false,
-            } => write!(
-                f,
-                "{server}: tool `{tool}` changed since it was pinned in mcp.lock ({change}); \
-                 review it, then run `core-agent mcp trust {server} {tool}` to pin the new definition"
-            ),
-            Warning::ToolChanged {
-                server,
-                tool,
-                change,
-                quarantined: true,
-            } => write!(
-                f,
-                "{server}: tool `{tool}` is quarantined (pin: \"strict\"): it changed since it was \
-                 pinned in mcp.lock ({change}); review it, then run `core-agent mcp trust {server} {tool}` \
-                 to admit the new definition"
-            ),
-            Warning::Unverified { server, tools } => write!(
-                f,
-                "{server}: {} tool(s) are quarantined (pin: \"strict\"): mcp.lock cannot be read, so \
-                 they cannot be checked; fix or delete mcp.lock, then run `core-agent mcp trust {server}`: {}",
-                tools.len(),
-                list(tools)
-            ),
+            Warning::ToolChanged { .. } | Warning::Unverified { .. } => {
+                f.write_str(&self.describe(&|_, _| None))
+            }
             Warning::Shortened { server, tool, name } => {
                 write!(
                     f,
                     "{server}: the name of tool `{tool}` is over 64 characters; it is published as `{name}`"
                 )
             }
+        }
+    }
+}
+
+impl Warning {
+    /// The warning in words, naming `trust_command(server, tool)` where it
+    /// asks its reader to accept a server's current tool definitions into
+    /// mcp.lock: the front end's command for that step (`tool` is `None`
+    /// for all of the server's tools), or `None` to say the step in words,
+    /// as [`Display`](fmt::Display) does.
+    pub fn describe(&self, trust_command: &dyn Fn(&str, Option<&str>) -> Option<String>) -> String {
+        let step = |server: &str, tool: Option<&str>, words: &str| {
+            trust_command(server, tool)
+                .map(|command| format!("run `{command}`"))
+                .unwrap_or_else(|| words.to_owned())
+        };
+        match self {
+            Warning::ToolChanged {
+                server,
+                tool,
+                change,
+                quarantined: false,
+            } => format!(
+                "{server}: tool `{tool}` changed since it was pinned in mcp.lock ({change}); \
+                 review it, then {} to pin the new definition",
+                step(server, Some(tool), "trust it")
+            ),
+            Warning::ToolChanged {
+                server,
+                tool,
+                change,
+                quarantined: true,
+            } => format!(
+                "{server}: tool `{tool}` is quarantined (pin: \"strict\"): it changed since it was \
+                 pinned in mcp.lock ({change}); review it, then {} to admit the new definition",
+                step(server, Some(tool), "trust it")
+            ),
+            Warning::Unverified { server, tools } => format!(
+                "{server}: {} tool(s) are quarantined (pin: \"strict\"): mcp.lock cannot be read, so \
+                 they cannot be checked; fix or delete mcp.lock, then {}: {}",
+                tools.len(),
+                step(server, None, "trust the server's tools again"),
+                list(tools)
+            ),
+            other => other.to_string(),
         }
     }
 }
@@ -914,7 +934,15 @@ mod tests {
         assert_eq!(
             warned.warnings()[0].to_string(),
             "srv: tool `changed` changed since it was pinned in mcp.lock (description: \"[-old-]{+new+}\"); \
-             review it, then run `core-agent mcp trust srv changed` to pin the new definition"
+             review it, then trust it to pin the new definition"
+        );
+        let command = |server: &str, tool: Option<&str>| {
+            Some(format!("trust {server} {}", tool.unwrap_or("*")))
+        };
+        assert_eq!(
+            warned.warnings()[0].describe(&command),
+            "srv: tool `changed` changed since it was pinned in mcp.lock (description: \"[-old-]{+new+}\"); \
+             review it, then run `trust srv changed` to pin the new definition"
         );
         // strict: the changed tool is left out, counted and named.
         s.pin = PinMode::Strict;

@@ -142,13 +142,12 @@ pub enum AuthError {
         /// The innermost cause.
         reason: String,
     },
-    /// The server needs an interactive login first.
-    #[error("server `{server}` needs a login: run `{command}`")]
+    /// The server needs an interactive login (MCP OAuth) first; a front
+    /// end names its login command beside it.
+    #[error("server `{server}` needs a login")]
     LoginNeeded {
         /// The server's name.
         server: String,
-        /// The command that logs in, e.g. `core-agent mcp login <server>`.
-        command: String,
     },
     /// Anything else, in words a person can act on.
     #[error("{0}")]
@@ -274,7 +273,6 @@ pub(crate) fn source_for(
             }
             _ => Err(StartError::Auth(AuthError::LoginNeeded {
                 server: entry.name.clone(),
-                command: format!("core-agent mcp login {}", entry.name),
             })),
         }
     };

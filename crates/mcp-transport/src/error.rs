@@ -91,6 +91,14 @@ pub enum StartError {
     },
 }
 
+impl StartError {
+    /// Whether the server cannot start until someone logs in to it (MCP
+    /// OAuth): a front end then names its login command beside the error.
+    pub fn needs_login(&self) -> bool {
+        matches!(self, StartError::Auth(crate::AuthError::LoginNeeded { .. }))
+    }
+}
+
 /// Why a tool call failed (as opposed to the tool reporting `isError`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

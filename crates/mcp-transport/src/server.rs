@@ -911,7 +911,7 @@ impl Launch {
                 let source = match auth::source_for(entry, env, options) {
                     Ok(source) => source,
                     Err(e @ StartError::Auth(crate::AuthError::LoginNeeded { .. })) => {
-                        let status = crate::oauth::OAuthStatus::LoginNeeded.describe(&entry.name);
+                        let status = crate::oauth::OAuthStatus::LoginNeeded.describe();
                         return (
                             Launch::Unsupported(e),
                             Auth::Source(format!("oauth ({status})")),
@@ -1382,7 +1382,7 @@ fn init_message(e: &ClientInitializeError, source: Option<&str>, server: &str) -
     }
     if let Some(challenge) = e.auth_challenge() {
         return format!(
-            "the server requires authorization (HTTP 401, WWW-Authenticate: {challenge}); if it supports OAuth, log in with `core-agent mcp login {server}`, else add a token to `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\""
+            "the server requires authorization (HTTP 401, WWW-Authenticate: {challenge}); if it supports OAuth, log in to `{server}` first, else add a token to `headers`, e.g. \"Authorization\": \"Bearer ${{TOKEN}}\""
         );
     }
     let text = e.to_string();

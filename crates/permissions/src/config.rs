@@ -277,7 +277,7 @@ impl Cx<'_> {
                     self.problem(
                         &format!("{base}/env"),
                         "expected the name of the environment variable that holds the token",
-                        "write \"env\": \"MY_GATEWAY_TOKEN\" and export MY_GATEWAY_TOKEN before `core-agent serve --http`",
+                        "write \"env\": \"MY_GATEWAY_TOKEN\" and export MY_GATEWAY_TOKEN in the environment the gateway starts in",
                     );
                     continue;
                 }

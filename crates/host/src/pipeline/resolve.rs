@@ -1,7 +1,7 @@
 //! The resolve step: the tool a name calls, or names the caller may have meant.
 
 use core_agent_mcp_config::{BuiltinTools, TrustLevel};
-use core_agent_mcp_policy::Catalog;
+use core_agent_mcp_policy::{Catalog, Warning};
 
 use crate::host::Published;
 use crate::pipeline::Route;
@@ -11,13 +11,15 @@ use crate::{Error, Result};
 /// The resolve step: the tool published as `name`. A host tool (their
 /// names are reserved, so no server's tool can take one; `retrieve_raw` only
 /// while the digest is on, the survey tools only while they are on), else the catalog's route; an unknown name comes
-/// back with up to three names a caller of `level` could have meant.
+/// back with up to three names a caller of `level` could have meant; a
+/// name the catalog withheld comes back with its warning, in `word`'s words.
 pub(crate) fn resolve(
     published: &Published,
     name: &str,
     level: TrustLevel,
     digest_on: bool,
     survey: Option<&BuiltinTools>,
+    word: &dyn Fn(&Warning) -> String,
 ) -> Result<Route> {
     if let Some(tool) = tools::host_tool(name, digest_on, survey.is_some())
         && (tool.survey().is_none() || survey.and_then(|a| a.levels(name)).is_some())
@@ -37,7 +39,7 @@ pub(crate) fn resolve(
         }) {
             Some(warning) => Err(Error::Withheld {
                 name: name.to_owned(),
-                reason: warning.to_string(),
+                reason: word(warning),
             }),
             None => Err(Error::UnknownTool {
                 name: name.to_owned(),

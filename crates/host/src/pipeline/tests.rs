@@ -17,7 +17,7 @@ use crate::session::Session;
 use crate::tools::{self, BUILTINS};
 use crate::{DigestOptions, Error, HostOptions, SessionOptions};
 use core_agent_mcp_config::{BuiltinTools, Config, TrustLevel};
-use core_agent_mcp_policy::{Annotations, Catalog, DiscoveredTool, ServerTools};
+use core_agent_mcp_policy::{Annotations, Catalog, DiscoveredTool, ServerTools, Warning};
 use core_agent_mcp_transport::model::{CallToolResult, ContentBlock, JsonObject};
 use core_agent_permissions::{Answer, Gate, MCP, Mode, PermissionsConfig, Prompter, Request};
 use serde_json::{Value, json};
@@ -108,7 +108,15 @@ fn route_of(route: &Route) -> &ToolRoute {
 #[test]
 fn resolve_gives_the_published_route_itself() {
     let published = published();
-    let route = resolve(&published, "fs_read_file", TrustLevel::Creator, false, None).unwrap();
+    let route = resolve(
+        &published,
+        "fs_read_file",
+        TrustLevel::Creator,
+        false,
+        None,
+        &Warning::to_string,
+    )
+    .unwrap();
     let Route::Mcp(route) = route else {
         panic!("a server's tool")
     };
@@ -129,13 +137,19 @@ fn resolve_gives_the_published_route_itself() {
 #[test]
 fn resolve_suggests_names_for_an_unknown_tool() {
     let published = published();
-    let unknown =
-        |name: &str, level: TrustLevel| match resolve(&published, name, level, false, None)
-            .unwrap_err()
-        {
-            Error::UnknownTool { name, suggestions } => (name, suggestions),
-            other => panic!("{other}"),
-        };
+    let unknown = |name: &str, level: TrustLevel| match resolve(
+        &published,
+        name,
+        level,
+        false,
+        None,
+        &Warning::to_string,
+    )
+    .unwrap_err()
+    {
+        Error::UnknownTool { name, suggestions } => (name, suggestions),
+        other => panic!("{other}"),
+    };
     // The namespace left out: the tool's own name finds it.
     assert_eq!(
         unknown("read_file", TrustLevel::Creator),
@@ -150,7 +164,15 @@ fn resolve_suggests_names_for_an_unknown_tool() {
     assert_eq!(unknown("fs_delet", TrustLevel::Creator).1, ["fs_delete"]);
     assert!(unknown("fs_delet", TrustLevel::Public).1.is_empty());
     // Nothing close: the error says how to list the tools.
-    let err = resolve(&published, "zzz", TrustLevel::Creator, false, None).unwrap_err();
+    let err = resolve(
+        &published,
+        "zzz",
+        TrustLevel::Creator,
+        false,
+        None,
+        &Warning::to_string,
+    )
+    .unwrap_err();
     assert_eq!(
         err.to_string(),
         "no tool named `zzz`; list the tools with tools/list"
@@ -170,20 +192,36 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
         .map(|e| e.name.clone())
         .unwrap();
     assert_ne!(renamed, tools::RECORD_PLAN);
-    let route = resolve(&published, &renamed, TrustLevel::Creator, false, None).unwrap();
+    let route = resolve(
+        &published,
+        &renamed,
+        TrustLevel::Creator,
+        false,
+        None,
+        &Warning::to_string,
+    )
+    .unwrap();
     assert_eq!(route_of(&route).server_name, "record");
     // The reserved name is the host's, at every level.
     for level in TrustLevel::ALL {
-        let route = resolve(&published, tools::RECORD_PLAN, level, false, None).unwrap();
+        let route = resolve(
+            &published,
+            tools::RECORD_PLAN,
+            level,
+            false,
+            None,
+            &Warning::to_string,
+        )
+        .unwrap();
         assert!(matches!(route, Route::Host(t) if t.name == tools::RECORD_PLAN));
     }
     assert!(matches!(
-        resolve(&published, tools::WAIT_AND_VERIFY, TrustLevel::Public, false, None),
+        resolve(&published, tools::WAIT_AND_VERIFY, TrustLevel::Public, false, None, &Warning::to_string),
         Ok(Route::Host(t)) if t.name == tools::WAIT_AND_VERIFY
     ));
     // `retrieve_raw` exists only while the digest is on.
     assert!(matches!(
-        resolve(&published, tools::RETRIEVE_RAW, TrustLevel::Creator, true, None),
+        resolve(&published, tools::RETRIEVE_RAW, TrustLevel::Creator, true, None, &Warning::to_string),
         Ok(Route::Host(t)) if t.name == tools::RETRIEVE_RAW
     ));
     assert!(matches!(
@@ -192,7 +230,8 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
             tools::RETRIEVE_RAW,
             TrustLevel::Creator,
             false,
-            None
+            None,
+            &Warning::to_string
         ),
         Err(Error::UnknownTool { .. })
     ));
@@ -206,11 +245,18 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
         tools::READ_MANY_FILES,
     ] {
         assert!(matches!(
-            resolve(&published, name, TrustLevel::Public, false, Some(&open)),
+            resolve(&published, name, TrustLevel::Public, false, Some(&open), &Warning::to_string),
             Ok(Route::Host(t)) if t.name == name && t.survey().is_some()
         ));
         assert!(matches!(
-            resolve(&published, name, TrustLevel::Public, true, None),
+            resolve(
+                &published,
+                name,
+                TrustLevel::Public,
+                true,
+                None,
+                &Warning::to_string
+            ),
             Err(Error::UnknownTool { .. })
         ));
     }
@@ -221,7 +267,15 @@ fn host_tool_names_are_reserved_for_the_host_tools() {
 #[test]
 fn the_trust_step_follows_the_levels_policy_gave_the_tool() {
     let published = published();
-    let delete = resolve(&published, "fs_delete", TrustLevel::Public, false, None).unwrap();
+    let delete = resolve(
+        &published,
+        "fs_delete",
+        TrustLevel::Public,
+        false,
+        None,
+        &Warning::to_string,
+    )
+    .unwrap();
     assert_eq!(route_of(&delete).trust_levels, [TrustLevel::Creator]);
     assert!(trust(&delete, "fs_delete", TrustLevel::Creator, None).is_ok());
     for level in [TrustLevel::Agent, TrustLevel::User, TrustLevel::Public] {
@@ -234,7 +288,15 @@ fn the_trust_step_follows_the_levels_policy_gave_the_tool() {
             )
         );
     }
-    let read = resolve(&published, "fs_read_file", TrustLevel::Public, false, None).unwrap();
+    let read = resolve(
+        &published,
+        "fs_read_file",
+        TrustLevel::Public,
+        false,
+        None,
+        &Warning::to_string,
+    )
+    .unwrap();
     for level in TrustLevel::ALL {
         assert!(
             trust(&read, "fs_read_file", level, None).is_ok(),
@@ -260,17 +322,34 @@ fn the_builtin_entry_narrows_the_survey_tools_and_their_levels() {
         TrustLevel::Creator,
         false,
         Some(&access),
+        &Warning::to_string,
     )
     .unwrap_err();
     assert!(matches!(err, Error::UnknownTool { .. }), "{err}");
-    let grep = resolve(&published, "grep", TrustLevel::User, false, Some(&access)).unwrap();
+    let grep = resolve(
+        &published,
+        "grep",
+        TrustLevel::User,
+        false,
+        Some(&access),
+        &Warning::to_string,
+    )
+    .unwrap();
     assert!(trust(&grep, "grep", TrustLevel::Agent, Some(&access)).is_ok());
     let err = trust(&grep, "grep", TrustLevel::User, Some(&access)).unwrap_err();
     assert_eq!(
         err.to_string(),
         "`grep` is not available at trust level `user`; it allows `creator`, `agent`"
     );
-    let glob = resolve(&published, "glob", TrustLevel::Public, false, Some(&access)).unwrap();
+    let glob = resolve(
+        &published,
+        "glob",
+        TrustLevel::Public,
+        false,
+        Some(&access),
+        &Warning::to_string,
+    )
+    .unwrap();
     assert!(trust(&glob, "glob", TrustLevel::Public, Some(&access)).is_ok());
     assert!(trust(&glob, "glob", TrustLevel::Creator, Some(&access)).is_err());
 }

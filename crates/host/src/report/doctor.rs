@@ -228,8 +228,8 @@ pub async fn doctor(
                         listed: summary.listed,
                         left_out: summary.left_out_by_reason(),
                         ms: s.elapsed().as_millis(),
-                        error: s.problem(),
-                        auth: crate::AuthStatus::from(s.auth()),
+                        error: host.problem_of(s),
+                        auth: crate::AuthStatus::from(s.auth()).login(host.login_command(s)),
                         restricted_tools: crate::report::restricted_tools(&catalog, s.name()),
                     });
                     if let Some(e) = s.error() {
@@ -238,7 +238,7 @@ pub async fn doctor(
                             check: "connect",
                             server: Some(s.name().to_owned()),
                             field: None,
-                            message: e.to_string(),
+                            message: host.problem_of(s).unwrap_or_else(|| e.to_string()),
                             fix: CONNECT.describe(),
                         });
                         remedies.push((findings.len() - 1, CONNECT));
@@ -293,7 +293,7 @@ pub async fn doctor(
                         check: w.kind(),
                         server: w.server().map(str::to_owned),
                         field: None,
-                        message: w.to_string(),
+                        message: host.word(w),
                         fix: fix.to_owned(),
                     });
                 }

@@ -87,6 +87,17 @@ pub struct AuthStatus {
 }
 
 impl AuthStatus {
+    /// With the front end's login command after the detail (`login
+    /// needed: <command>`), when the server cannot start until someone
+    /// logs in.
+    pub(crate) fn login(mut self, command: Option<String>) -> AuthStatus {
+        if let (Some(detail), Some(command)) = (self.detail.as_mut(), command) {
+            detail.push_str(": ");
+            detail.push_str(&command);
+        }
+        self
+    }
+
     /// A server that was not started.
     pub(crate) fn left_out() -> AuthStatus {
         AuthStatus {
@@ -148,7 +159,7 @@ impl Host {
                     .warnings()
                     .iter()
                     .filter(|w| w.server() == Some(s.name()))
-                    .map(ToString::to_string)
+                    .map(|w| self.word(w))
                     .collect();
                 warnings.extend(s.warnings());
                 warnings.extend(
@@ -169,11 +180,11 @@ impl Host {
                         .count(),
                     listed: summary.listed,
                     left_out: summary.left_out_by_reason(),
-                    error: s.problem(),
+                    error: self.problem_of(s),
                     restricted: catalog.restricted(s.name(), level),
                     restricted_tools: restricted_tools(&catalog, s.name()),
                     warnings,
-                    auth: AuthStatus::from(s.auth()),
+                    auth: AuthStatus::from(s.auth()).login(self.login_command(s)),
                     source: self
                         .entries
                         .iter()

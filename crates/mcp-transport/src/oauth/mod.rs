@@ -92,15 +92,33 @@ impl OAuthStatus {
         matches!(self, OAuthStatus::LoggedIn { .. })
     }
 
-    /// `logged in, expires in 52 min`, `logged in, refreshes automatically`,
-    /// `login needed: core-agent mcp login <server>`.
-    pub fn describe(&self, server: &str) -> String {
-        self.describe_at(server, SystemTime::now())
+    /// Whether the server needs a (new) login before it can be used: no
+    /// usable credentials, or an expired token that cannot be refreshed.
+    pub fn needs_login(&self) -> bool {
+        self.needs_login_at(SystemTime::now())
     }
 
-    fn describe_at(&self, server: &str, now: SystemTime) -> String {
+    fn needs_login_at(&self, now: SystemTime) -> bool {
         match self {
-            OAuthStatus::LoginNeeded => format!("login needed: core-agent mcp login {server}"),
+            OAuthStatus::LoginNeeded => true,
+            OAuthStatus::LoggedIn {
+                expires_at: Some(at),
+                refreshable: false,
+            } => at.duration_since(now).is_err(),
+            OAuthStatus::LoggedIn { .. } => false,
+        }
+    }
+
+    /// `logged in, expires in 52 min`, `logged in, token expired; it is
+    /// refreshed on next use`, `login needed`. A front end names its login
+    /// command beside it when [`OAuthStatus::needs_login`].
+    pub fn describe(&self) -> String {
+        self.describe_at(SystemTime::now())
+    }
+
+    fn describe_at(&self, now: SystemTime) -> String {
+        match self {
+            OAuthStatus::LoginNeeded => "login needed".to_owned(),
             OAuthStatus::LoggedIn {
                 expires_at: None, ..
             } => "logged in".to_owned(),
@@ -112,9 +130,7 @@ impl OAuthStatus {
                 Err(_) if *refreshable => {
                     "logged in, token expired; it is refreshed on next use".to_owned()
                 }
-                Err(_) => format!(
-                    "login needed (the token expired and cannot be refreshed): core-agent mcp login {server}"
-                ),
+                Err(_) => "login needed (the token expired and cannot be refreshed)".to_owned(),
             },
         }
     }
@@ -136,7 +152,7 @@ fn approx(d: Duration) -> String {
 #[non_exhaustive]
 pub enum OAuthError {
     /// There are no usable credentials for the server.
-    #[error("login needed: run `core-agent mcp login {server}`{}", reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    #[error("server `{server}` needs a login{}", reason.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
     LoginNeeded {
         /// The server.
         server: String,
@@ -219,10 +235,7 @@ mod tests {
             })
         };
         let cases = [
-            (
-                OAuthStatus::LoginNeeded,
-                "login needed: core-agent mcp login gh",
-            ),
+            (OAuthStatus::LoginNeeded, "login needed"),
             (
                 OAuthStatus::LoggedIn {
                     expires_at: None,
@@ -249,11 +262,12 @@ mod tests {
                     expires_at: at(-5),
                     refreshable: false,
                 },
-                "login needed (the token expired and cannot be refreshed): core-agent mcp login gh",
+                "login needed (the token expired and cannot be refreshed)",
             ),
         ];
         for (status, text) in cases {
-            assert_eq!(status.describe_at("gh", now), text);
+            assert_eq!(status.describe_at(now), text);
+            assert_eq!(status.needs_login_at(now), text.starts_with("login needed"));
         }
     }
 

@@ -195,10 +195,7 @@ impl CredentialFile {
         let contents: Contents = serde_json::from_str(&text).map_err(|e| {
             OAuthError::store(
                 &self.path,
-                format!(
-                    "{e}; remove it with `core-agent mcp logout {}`",
-                    self.server
-                ),
+                format!("{e}; log out of `{}` to remove it", self.server),
             )
         })?;
         Ok((contents.url == self.url).then_some(contents))

@@ -53,10 +53,7 @@ impl OAuthTokens {
                 if let Some(reason) = reason {
                     tracing::info!(server = %server, "oauth: {reason}");
                 }
-                AuthError::LoginNeeded {
-                    command: format!("core-agent mcp login {server}"),
-                    server,
-                }
+                AuthError::LoginNeeded { server }
             }
             other => AuthError::Other(other.to_string()),
         }
@@ -110,6 +107,6 @@ impl TokenSource for OAuthTokens {
     }
 
     fn describe(&self) -> String {
-        format!("oauth ({})", self.file.status().describe(&self.server))
+        format!("oauth ({})", self.file.status().describe())
     }
 }
