@@ -277,6 +277,8 @@ fn conformance() -> Result<()> {
         "core-agent-mcp-transport",
         "--example",
         "conformance_client",
+        "--features",
+        "oauth",
     ]);
     run(build, "building the conformance client")?;
     let target = std::env::var_os("CARGO_TARGET_DIR")

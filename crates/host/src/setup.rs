@@ -116,8 +116,11 @@ impl HostConfig {
         if let Some(t) = overrides.start_timeout {
             options.start.timeout = t;
         }
-        // `core-agent mcp login` keeps OAuth credentials per user.
-        options.start.credentials = core_agent_mcp_transport::oauth::CredentialsDir::user();
+        // Logins keep OAuth credentials per user.
+        #[cfg(feature = "oauth")]
+        {
+            options.start.credentials = core_agent_mcp_transport::oauth::CredentialsDir::user();
+        }
         let survey_on = !overrides.no_survey && config.survey.as_ref().is_none_or(|s| s.value);
         if survey_on && let Some(root) = &overrides.survey_root {
             options.survey = Some(SurveyOptions {

@@ -21,6 +21,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpResponseLimits,
 };
 
+#[cfg(feature = "oauth")]
 use crate::oauth::{OAuthSettings, OAuthTokens};
 use crate::{StartError, StartOptions};
 
@@ -254,6 +255,7 @@ pub(crate) fn source_for(
     let Transport::Http(http) = &entry.spec.transport else {
         return Ok(None);
     };
+    #[cfg(feature = "oauth")]
     let oauth = |spec: Option<&OAuthSpec>| -> Result<Arc<dyn TokenSource>, StartError> {
         let file = options
             .credentials
@@ -276,10 +278,23 @@ pub(crate) fn source_for(
             })),
         }
     };
+    // Without these features nothing reads the credentials or the env.
+    #[cfg(not(feature = "oauth"))]
+    let _ = options;
+    #[cfg(not(any(feature = "oauth", feature = "google")))]
+    let _ = env;
+    #[cfg(not(feature = "oauth"))]
+    let oauth = |_: Option<&OAuthSpec>| -> Result<Arc<dyn TokenSource>, StartError> {
+        Err(StartError::Unsupported {
+            what: "`auth.oauth` (MCP OAuth)".to_owned(),
+            fix: "build core-agent-mcp-transport with its `oauth` feature, or remove `auth` and pass a token in `headers`".to_owned(),
+        })
+    };
     match &http.auth {
         Some(AuthSpec::OAuth(spec)) => oauth(Some(spec)).map(Some),
-        // No `auth`, but `core-agent mcp login` stored credentials for this
-        // server at this URL: it answered 401 once and was logged in to.
+        // No `auth`, but a login stored credentials for this server at this
+        // URL: it answered 401 once and was logged in to.
+        #[cfg(feature = "oauth")]
         None if options
             .credentials
             .as_ref()
@@ -288,7 +303,13 @@ pub(crate) fn source_for(
             oauth(None).map(Some)
         }
         None => Ok(None),
+        #[cfg(feature = "google")]
         Some(AuthSpec::GoogleOAuth { scopes }) => Ok(Some(crate::google::source(scopes, env))),
+        #[cfg(not(feature = "google"))]
+        Some(AuthSpec::GoogleOAuth { .. }) => Err(StartError::Unsupported {
+            what: "`auth.google_oauth` (Google Application Default Credentials)".to_owned(),
+            fix: "build core-agent-mcp-transport with its `google` feature, or remove `auth` and pass a token in `headers`".to_owned(),
+        }),
         // `AuthSpec` is non-exhaustive: a strategy this build does not know.
         Some(_) => Err(StartError::Unsupported {
             what: "this `auth` strategy".to_owned(),

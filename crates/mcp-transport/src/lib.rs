@@ -4,8 +4,10 @@ mod auth;
 mod child;
 mod elicit;
 mod error;
+#[cfg(feature = "google")]
 mod google;
 mod handler;
+#[cfg(feature = "oauth")]
 pub mod oauth;
 mod restart;
 mod server;

@@ -47,25 +47,28 @@ pub struct StartOptions {
     /// Where `core-agent mcp login` keeps OAuth credentials
     /// ([`CredentialsDir::user`](crate::oauth::CredentialsDir::user) for the
     /// CLI); `None`: every `auth.oauth` server needs a login.
+    #[cfg(feature = "oauth")]
     pub credentials: Option<crate::oauth::CredentialsDir>,
     /// Shows the authorization page of an OAuth scope step-up (a server's 403
     /// `insufficient_scope` mid-session); `None`: the call fails with the
     /// login command instead.
+    #[cfg(feature = "oauth")]
     pub browser: Option<Arc<dyn crate::oauth::Browser>>,
 }
 
 impl fmt::Debug for StartOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The elicitor is a trait object with no `Debug`.
-        f.debug_struct("StartOptions")
-            .field("timeout", &self.timeout)
+        let mut out = f.debug_struct("StartOptions");
+        out.field("timeout", &self.timeout)
             .field("kill_grace", &self.kill_grace)
             .field("client_name", &self.client_name)
             .field("client_version", &self.client_version)
             .field("supervisor", &self.supervisor)
-            .field("restart", &self.restart)
-            .field("credentials", &self.credentials)
-            .finish_non_exhaustive()
+            .field("restart", &self.restart);
+        #[cfg(feature = "oauth")]
+        out.field("credentials", &self.credentials);
+        out.finish_non_exhaustive()
     }
 }
 
@@ -79,7 +82,9 @@ impl Default for StartOptions {
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
             supervisor: None,
             restart: None,
+            #[cfg(feature = "oauth")]
             credentials: None,
+            #[cfg(feature = "oauth")]
             browser: None,
         }
     }
@@ -910,6 +915,7 @@ impl Launch {
                 let is_authorization = |name: &str| name.eq_ignore_ascii_case("authorization");
                 let source = match auth::source_for(entry, env, options) {
                     Ok(source) => source,
+                    #[cfg(feature = "oauth")]
                     Err(e @ StartError::Auth(crate::AuthError::LoginNeeded { .. })) => {
                         let status = crate::oauth::OAuthStatus::LoginNeeded.describe();
                         return (

@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use core_agent_mcp_config::{
-    AuthSpec, Dialect, HttpSpec, Scope, ServerEntry, ServerSpec, StdioSpec, Template, Transport,
+    AuthSpec, Dialect, HttpSpec, OAuthSpec, Scope, ServerEntry, ServerSpec, StdioSpec, Template,
+    Transport,
 };
 use core_agent_mcp_transport::model::{
     CallToolResult, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
@@ -436,8 +437,35 @@ async fn each_failing_server_gets_its_own_error_and_the_others_carry_on() {
             ),
             // No credentials anywhere, and no metadata server on the
             // discard port: this server fails, with the advice.
+            #[cfg(feature = "google")]
             kind: "Auth",
+            #[cfg(feature = "google")]
             message: "cannot get a token: no credentials found (GOOGLE_APPLICATION_CREDENTIALS is not set, HOME is not set, and the metadata server at 127.0.0.1:9 gave no token: ",
+            // Built without Google ADC: this server fails, saying so.
+            #[cfg(not(feature = "google"))]
+            kind: "Unsupported",
+            #[cfg(not(feature = "google"))]
+            message: "`auth.google_oauth` (Google Application Default Credentials) is not supported by this version of core-agent; build core-agent-mcp-transport with its `google` feature",
+            prefix: true,
+        },
+        Row {
+            entry: http(
+                "mcp_oauth",
+                "http://127.0.0.1:9/mcp",
+                &[],
+                Some(AuthSpec::OAuth(OAuthSpec::default())),
+            ),
+            // No stored credentials (no credentials directory): a login is
+            // needed, and nothing is sent to the server.
+            #[cfg(feature = "oauth")]
+            kind: "Auth",
+            #[cfg(feature = "oauth")]
+            message: "cannot get a token: server `mcp_oauth` needs a login",
+            // Built without MCP OAuth: this server fails, saying so.
+            #[cfg(not(feature = "oauth"))]
+            kind: "Unsupported",
+            #[cfg(not(feature = "oauth"))]
+            message: "`auth.oauth` (MCP OAuth) is not supported by this version of core-agent; build core-agent-mcp-transport with its `oauth` feature",
             prefix: true,
         },
         Row {
