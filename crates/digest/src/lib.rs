@@ -23,6 +23,7 @@ pub use route::{Digested, Method, PROSE_WRAPPER_STRINGS, Settings, extract, pass
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{
-    DEFAULT_RAW_BUDGET, Evicted, MemoryStore, RawRecord, Store, new_call_id, new_session_id,
+    DEFAULT_RAW_BUDGET, Entry, Evicted, MemoryStore, RawRecord, SessionRecord, Store, new_call_id,
+    new_session_id,
 };
 pub use telemetry::{DigestEvent, DigestMethods, DigestSavings, LlmUsage, Usage};

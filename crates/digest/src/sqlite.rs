@@ -1,13 +1,16 @@
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::{DigestEvent, Error, RawRecord, Result, Store, Usage};
+use crate::{DigestEvent, Entry, Error, RawRecord, Result, SessionRecord, Store, Usage};
 
-/// A [`Store`] in a SQLite file (`--session-db PATH`): raw payloads and
-/// telemetry outlive the process, so `core-agent raw` and `core-agent usage`
-/// can read them later.
+/// A [`Store`] in a SQLite file (`--session-db PATH`): raw payloads,
+/// telemetry and the sessions' owners outlive the process, so `core-agent
+/// raw` and `core-agent usage` can read them later, and an owner's sessions
+/// in a later run (or in another process sharing the file) find its
+/// earlier ones. It keeps everything, with no budget.
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Mutex<Connection>,
@@ -52,22 +55,11 @@ impl SqliteStore {
     }
 }
 
-impl Store for SqliteStore {
-    /// The sessions that have telemetry, oldest first.
-    fn sessions(&self) -> Result<Vec<String>> {
-        let conn = self.conn()?;
-        let mut stmt = conn
-            .prepare("SELECT session_id FROM digest_events GROUP BY session_id ORDER BY MIN(rowid)")
-            .map_err(err)?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err)?;
-        rows.collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(err)
-    }
-
+impl SqliteStore {
     /// The payload is written in place (a `zeroblob` of its size, then
     /// incremental blob I/O), so SQLite never holds a copy of it: a payload
     /// of tens of MiB costs no more memory than the caller already has.
-    fn put(&self, r: RawRecord) -> Result<()> {
+    fn put_payload(&self, r: RawRecord) -> Result<()> {
         use std::io::Write;
         let mut conn = self.conn()?;
         let tx = conn.transaction().map_err(err)?;
@@ -98,6 +90,61 @@ impl Store for SqliteStore {
         tx.commit().map_err(err)
     }
 
+    /// `session`'s owner, if one was appended.
+    fn owner(conn: &Connection, session: &str) -> Result<Option<String>> {
+        conn.query_row(
+            "SELECT owner FROM session_owners WHERE session_id = ?1",
+            params![session],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(err)
+    }
+
+    /// `session`'s telemetry, `None` when it has none.
+    fn telemetry(conn: &Connection, session: &str) -> Result<Option<Usage>> {
+        let mut stmt = conn
+            .prepare("SELECT event FROM digest_events WHERE session_id = ?1 ORDER BY rowid")
+            .map_err(err)?;
+        let rows = stmt
+            .query_map(params![session], |r| r.get::<_, String>(0))
+            .map_err(err)?;
+        let mut usage: Option<Usage> = None;
+        for row in rows {
+            let event: DigestEvent = serde_json::from_str(&row.map_err(err)?).map_err(err)?;
+            usage.get_or_insert_default().record(&event);
+        }
+        Ok(usage)
+    }
+}
+
+impl Store for SqliteStore {
+    fn append(&self, entry: Entry<'_>) -> Result<()> {
+        match entry {
+            Entry::Payload(record) => self.put_payload(record),
+            Entry::Event { session, event } => {
+                let json = serde_json::to_string(event).map_err(err)?;
+                self.conn()?
+                    .execute(
+                        "INSERT INTO digest_events (session_id, event) VALUES (?1, ?2)",
+                        params![session, json],
+                    )
+                    .map_err(err)?;
+                Ok(())
+            }
+            Entry::Owner { session, owner } => {
+                self.conn()?
+                    .execute(
+                        "INSERT INTO session_owners (session_id, owner) VALUES (?1, ?2)
+                         ON CONFLICT (session_id) DO NOTHING",
+                        params![session, owner],
+                    )
+                    .map_err(err)?;
+                Ok(())
+            }
+        }
+    }
+
     fn get(&self, call_id: &str) -> Result<Option<RawRecord>> {
         self.conn()?
             .query_row(
@@ -118,66 +165,74 @@ impl Store for SqliteStore {
             .map_err(err)
     }
 
-    fn record(&self, session: &str, event: &DigestEvent) -> Result<()> {
-        let json = serde_json::to_string(event).map_err(err)?;
-        self.conn()?
-            .execute(
-                "INSERT INTO digest_events (session_id, event) VALUES (?1, ?2)",
-                params![session, json],
-            )
-            .map_err(err)?;
-        Ok(())
-    }
-
-    fn claim(&self, session: &str, owner: &str) -> Result<()> {
+    fn session_records(&self) -> Result<Vec<SessionRecord>> {
         let conn = self.conn()?;
-        conn.execute(
-            "INSERT INTO session_owners (session_id, owner) VALUES (?1, ?2)
-             ON CONFLICT (session_id) DO NOTHING",
-            params![session, owner],
-        )
-        .map_err(err)?;
-        let kept: String = conn
-            .query_row(
-                "SELECT owner FROM session_owners WHERE session_id = ?1",
-                params![session],
-                |r| r.get(0),
-            )
-            .map_err(err)?;
-        if kept == owner {
-            Ok(())
-        } else {
-            Err(Error::Store {
-                message: format!("session {session} belongs to another caller"),
-            })
+        let mut records: Vec<SessionRecord> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        {
+            let mut stmt = conn
+                .prepare("SELECT session_id, event FROM digest_events ORDER BY rowid")
+                .map_err(err)?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .map_err(err)?;
+            for row in rows {
+                let (session, json) = row.map_err(err)?;
+                let event: DigestEvent = serde_json::from_str(&json).map_err(err)?;
+                let i = *at.entry(session.clone()).or_insert_with(|| {
+                    records.push(SessionRecord {
+                        session,
+                        ..SessionRecord::default()
+                    });
+                    records.len() - 1
+                });
+                records[i].usage.get_or_insert_default().record(&event);
+            }
         }
+        let mut stmt = conn
+            .prepare("SELECT session_id, owner FROM session_owners ORDER BY rowid")
+            .map_err(err)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(err)?;
+        for row in rows {
+            let (session, owner) = row.map_err(err)?;
+            match at.get(&session) {
+                Some(&i) => records[i].owner = Some(owner),
+                None => records.push(SessionRecord {
+                    session,
+                    owner: Some(owner),
+                    usage: None,
+                }),
+            }
+        }
+        Ok(records)
     }
 
-    fn owner(&self, session: &str) -> Result<Option<String>> {
-        self.conn()?
-            .query_row(
-                "SELECT owner FROM session_owners WHERE session_id = ?1",
-                params![session],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(err)
+    fn session_record(&self, session: &str) -> Result<Option<SessionRecord>> {
+        let conn = self.conn()?;
+        let owner = SqliteStore::owner(&conn, session)?;
+        let usage = SqliteStore::telemetry(&conn, session)?;
+        Ok((owner.is_some() || usage.is_some()).then(|| SessionRecord {
+            session: session.to_owned(),
+            owner,
+            usage,
+        }))
     }
 
     fn usage(&self, session: &str) -> Result<Usage> {
+        Ok(SqliteStore::telemetry(&*self.conn()?, session)?.unwrap_or_default())
+    }
+
+    /// The sessions that have telemetry, oldest first.
+    fn sessions(&self) -> Result<Vec<String>> {
         let conn = self.conn()?;
         let mut stmt = conn
-            .prepare("SELECT event FROM digest_events WHERE session_id = ?1 ORDER BY rowid")
+            .prepare("SELECT session_id FROM digest_events GROUP BY session_id ORDER BY MIN(rowid)")
             .map_err(err)?;
-        let rows = stmt
-            .query_map(params![session], |r| r.get::<_, String>(0))
-            .map_err(err)?;
-        let mut usage = Usage::default();
-        for row in rows {
-            let event: DigestEvent = serde_json::from_str(&row.map_err(err)?).map_err(err)?;
-            usage.record(&event);
-        }
-        Ok(usage)
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err)?;
+        rows.collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(err)
     }
 }
 
@@ -235,19 +290,60 @@ mod tests {
     fn a_session_keeps_its_first_owner_across_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
+        let owner = |session, owner| Entry::Owner { session, owner };
         {
             let store = SqliteStore::open(&path).unwrap();
-            store.claim("s1", "bot").unwrap();
-            store.claim("s1", "bot").unwrap();
+            store.append(owner("s1", "bot")).unwrap();
+            store.append(owner("s1", "bot")).unwrap();
         }
         let store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.owner("s1").unwrap().as_deref(), Some("bot"));
-        assert!(store.claim("s1", "me").is_err());
-        assert_eq!(store.owner("s1").unwrap().as_deref(), Some("bot"));
-        assert_eq!(store.owner("s2").unwrap(), None);
-        let memory = crate::MemoryStore::new();
-        memory.claim("s1", "bot").unwrap();
-        assert!(memory.claim("s1", "me").is_err());
-        assert_eq!(memory.owner("s1").unwrap().as_deref(), Some("bot"));
+        let kept = |session| store.session_record(session).unwrap().and_then(|r| r.owner);
+        assert_eq!(kept("s1").as_deref(), Some("bot"));
+        store.append(owner("s1", "me")).unwrap();
+        assert_eq!(kept("s1").as_deref(), Some("bot"));
+        assert_eq!(kept("s2"), None);
+        // An owner is not telemetry.
+        assert!(store.sessions().unwrap().is_empty());
+        assert_eq!(store.usage("s1").unwrap(), Usage::default());
+    }
+
+    #[test]
+    fn the_sqlite_stores_shortcuts_answer_like_the_provided_methods() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+        let event = DigestEvent::new(Method::StructuralJson, 1000, 100);
+        store.record("b", &event).unwrap();
+        store
+            .append(Entry::Owner {
+                session: "owned-only",
+                owner: "bot",
+            })
+            .unwrap();
+        store.record("a", &event).unwrap();
+        store
+            .append(Entry::Owner {
+                session: "a",
+                owner: "me",
+            })
+            .unwrap();
+        store.record("b", &event).unwrap();
+        let records = store.session_records().unwrap();
+        let ids: Vec<&str> = records.iter().map(|r| r.session.as_str()).collect();
+        // Telemetry first, oldest first; then sessions with an owner only.
+        assert_eq!(ids, ["b", "a", "owned-only"]);
+        assert_eq!(store.sessions().unwrap(), ["b", "a"]);
+        assert_eq!(records[1].owner.as_deref(), Some("me"));
+        for record in &records {
+            assert_eq!(
+                store.session_record(&record.session).unwrap().as_ref(),
+                Some(record)
+            );
+            assert_eq!(
+                store.usage(&record.session).unwrap(),
+                record.usage.clone().unwrap_or_default()
+            );
+        }
+        assert_eq!(store.usage("b").unwrap().digest_savings.structural_calls, 2);
+        assert_eq!(store.session_record("nobody").unwrap(), None);
     }
 }

@@ -20,37 +20,173 @@ pub struct RawRecord {
     pub payload: String,
 }
 
+/// What a session leaves in a [`Store`], one entry at a time.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry<'a> {
+    /// A digested result's raw payload, for `retrieve_raw` (its session is
+    /// its `session_id`).
+    Payload(RawRecord),
+    /// A digest's telemetry, added to the session's [`Usage`].
+    Event {
+        /// The session whose call was digested.
+        session: &'a str,
+        /// What the digest did.
+        event: &'a DigestEvent,
+    },
+    /// Who opened `session` (a caller's name, such as a gateway token's).
+    /// A store kept past the process keeps the first owner it is given for
+    /// a session and ignores later ones, so that a later run, or another
+    /// process sharing the store, finds it. A store in memory need not keep
+    /// it ([`MemoryStore`] does not): the host holds the owners of its
+    /// sessions while it runs, and decides what a claim means.
+    Owner {
+        /// The session.
+        session: &'a str,
+        /// Its owner.
+        owner: &'a str,
+    },
+}
+
+/// What a store holds for one session: its owner and its telemetry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionRecord {
+    /// The session id.
+    pub session: String,
+    /// The first owner appended for it ([`Entry::Owner`]), when the store
+    /// keeps owners.
+    pub owner: Option<String>,
+    /// Its telemetry, once an event was recorded for it.
+    pub usage: Option<Usage>,
+}
+
 /// Where raw payloads and digest telemetry live: in memory, or SQLite
 /// (`--session-db`, feature `sqlite`).
 ///
-/// A store never replaces a payload: `put` under a `call_id` it already holds
-/// fails with [`Error::Duplicate`]. Make ids with [`new_call_id`], which are
-/// unique across processes and runs.
+/// A backend writes three methods: [`Store::append`] keeps an [`Entry`],
+/// [`Store::get`] gives a payload back, and [`Store::session_records`] reads
+/// what is held per session. Everything else is provided, computed from
+/// them; a backend may override a provided method to answer faster (both of
+/// this crate's stores do), never to answer differently.
+///
+/// Nothing in a store is replaced: a payload under a `call_id` it already
+/// holds is refused with [`Error::Duplicate`] (make ids with
+/// [`new_call_id`], which are unique across processes and runs), an event
+/// only adds to its session's telemetry, and a session keeps its first
+/// owner.
+///
+/// ```
+/// use std::collections::HashMap;
+/// use std::sync::Mutex;
+///
+/// use core_agent_digest::{
+///     DigestEvent, Entry, Error, Method, RawRecord, Result, SessionRecord, Store,
+/// };
+///
+/// /// A store in a few lines: payloads by `call_id`, and each session's record.
+/// #[derive(Default)]
+/// struct Tiny {
+///     payloads: Mutex<HashMap<String, RawRecord>>,
+///     sessions: Mutex<Vec<SessionRecord>>,
+/// }
+///
+/// impl Store for Tiny {
+///     fn append(&self, entry: Entry<'_>) -> Result<()> {
+///         let session = |id: &str, sessions: &mut Vec<SessionRecord>| {
+///             match sessions.iter().position(|r| r.session == id) {
+///                 Some(at) => at,
+///                 None => {
+///                     sessions.push(SessionRecord { session: id.to_owned(), ..Default::default() });
+///                     sessions.len() - 1
+///                 }
+///             }
+///         };
+///         let mut sessions = self.sessions.lock().unwrap();
+///         match entry {
+///             Entry::Payload(record) => {
+///                 let mut payloads = self.payloads.lock().unwrap();
+///                 if payloads.contains_key(&record.call_id) {
+///                     return Err(Error::Duplicate { call_id: record.call_id });
+///                 }
+///                 payloads.insert(record.call_id.clone(), record);
+///             }
+///             Entry::Event { session: id, event } => {
+///                 let at = session(id, &mut sessions);
+///                 sessions[at].usage.get_or_insert_default().record(event);
+///             }
+///             Entry::Owner { session: id, owner } => {
+///                 let at = session(id, &mut sessions);
+///                 sessions[at].owner.get_or_insert_with(|| owner.to_owned());
+///             }
+///         }
+///         Ok(())
+///     }
+///
+///     fn get(&self, call_id: &str) -> Result<Option<RawRecord>> {
+///         Ok(self.payloads.lock().unwrap().get(call_id).cloned())
+///     }
+///
+///     fn session_records(&self) -> Result<Vec<SessionRecord>> {
+///         Ok(self.sessions.lock().unwrap().clone())
+///     }
+/// }
+///
+/// let store = Tiny::default();
+/// store.put(RawRecord {
+///     call_id: "call-1".into(),
+///     session_id: "s".into(),
+///     server: "demo".into(),
+///     tool: "list".into(),
+///     created_ms: 0,
+///     payload: "[1, 2, 3]".into(),
+/// })?;
+/// store.record("s", &DigestEvent::new(Method::StructuralJson, 9000, 900))?;
+/// assert_eq!(store.get("call-1")?.unwrap().payload, "[1, 2, 3]");
+/// assert_eq!(store.usage("s")?.digest_methods.bytes_saved["structural_json"], 8100);
+/// assert_eq!(store.sessions()?, ["s"]);
+/// # Ok::<(), core_agent_digest::Error>(())
+/// ```
 pub trait Store: Send + Sync {
-    /// Keeps a raw payload; refuses a `call_id` that is already stored.
-    fn put(&self, record: RawRecord) -> Result<()>;
+    /// Keeps `entry`: a payload (refused with [`Error::Duplicate`] under a
+    /// `call_id` already held), an event added to its session's telemetry,
+    /// or a session's owner (ignored when the session has one).
+    fn append(&self, entry: Entry<'_>) -> Result<()>;
     /// The payload stored under `call_id`.
     fn get(&self, call_id: &str) -> Result<Option<RawRecord>>;
+    /// What the store holds per session: every session with telemetry,
+    /// oldest first (the order of [`Store::sessions`]), then any other
+    /// session it keeps an owner for.
+    fn session_records(&self) -> Result<Vec<SessionRecord>>;
+
+    /// Keeps a raw payload; refuses a `call_id` that is already stored.
+    fn put(&self, record: RawRecord) -> Result<()> {
+        self.append(Entry::Payload(record))
+    }
     /// Adds a digest event to `session`'s telemetry.
-    fn record(&self, session: &str, event: &DigestEvent) -> Result<()>;
-    /// `session`'s telemetry.
-    fn usage(&self, session: &str) -> Result<Usage>;
+    fn record(&self, session: &str, event: &DigestEvent) -> Result<()> {
+        self.append(Entry::Event { session, event })
+    }
+    /// What the store holds for `session`, if anything.
+    fn session_record(&self, session: &str) -> Result<Option<SessionRecord>> {
+        Ok(self
+            .session_records()?
+            .into_iter()
+            .find(|r| r.session == session))
+    }
+    /// `session`'s telemetry (all zeros when it has none).
+    fn usage(&self, session: &str) -> Result<Usage> {
+        Ok(self
+            .session_record(session)?
+            .and_then(|r| r.usage)
+            .unwrap_or_default())
+    }
     /// The sessions that have telemetry, oldest first.
-    fn sessions(&self) -> Result<Vec<String>>;
-    /// Records that `session` was opened by `owner` (a caller's name, such
-    /// as a gateway token's); the first claim stands, and a later claim by
-    /// another owner fails.
-    fn claim(&self, session: &str, owner: &str) -> Result<()>;
-    /// The owner `session` was claimed by, if any.
-    fn owner(&self, session: &str) -> Result<Option<String>>;
-    /// Says that a holder of a claim on `session` is done with it (the
-    /// host's session was dropped). A store in memory then forgets the
-    /// owner of a session that stored nothing, so that sessions that come
-    /// and go do not grow it; a persistent store keeps every claim (the
-    /// default does nothing).
-    fn release(&self, session: &str) -> Result<()> {
-        let _ = session;
-        Ok(())
+    fn sessions(&self) -> Result<Vec<String>> {
+        Ok(self
+            .session_records()?
+            .into_iter()
+            .filter(|r| r.usage.is_some())
+            .map(|r| r.session)
+            .collect())
     }
     /// What the store dropped to stay under its byte budget, if it has one
     /// and dropped anything (the default: `None`, it keeps everything).
@@ -76,16 +212,14 @@ pub const DEFAULT_RAW_BUDGET: u64 = 256 * 1024 * 1024;
 /// A [`Store`] in memory, for one process, whose raw payloads are bounded
 /// by a byte budget (see [`MemoryStore::with_budget`]).
 ///
-/// Owner claims are counted: when every session that claimed a session id
-/// is released ([`Store::release`]) and that session stored no payload and
-/// recorded no telemetry, its owner entry is forgotten. Telemetry only grows
-/// with [`Store::record`].
+/// Telemetry grows only with [`Store::record`], by one [`Usage`] per session
+/// that has any. Owners ([`Entry::Owner`]) are not kept: a store that ends
+/// with its process has nobody to tell them to, and the host holds the
+/// owners of its sessions while it runs.
 #[derive(Debug)]
 pub struct MemoryStore {
     raw: Mutex<Raw>,
     usage: Mutex<HashMap<String, Usage>>,
-    /// Per session: its owner, and how many claims on it are not released.
-    owners: Mutex<HashMap<String, (String, usize)>>,
 }
 
 /// The raw payloads, in the order they were stored, and their bytes.
@@ -93,8 +227,6 @@ pub struct MemoryStore {
 struct Raw {
     records: HashMap<String, RawRecord>,
     order: VecDeque<String>,
-    /// How many payloads each session has stored (and not had evicted).
-    per_session: HashMap<String, usize>,
     bytes: u64,
     budget: u64,
     evicted: u64,
@@ -108,12 +240,6 @@ impl Raw {
             self.bytes = self.bytes.saturating_sub(bytes);
             self.evicted += 1;
             self.evicted_bytes += bytes;
-            if let Some(n) = self.per_session.get_mut(&record.session_id) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    self.per_session.remove(&record.session_id);
-                }
-            }
         }
     }
 }
@@ -151,34 +277,21 @@ impl MemoryStore {
             raw: Mutex::new(Raw {
                 records: HashMap::new(),
                 order: VecDeque::new(),
-                per_session: HashMap::new(),
                 bytes: 0,
                 budget,
                 evicted: 0,
                 evicted_bytes: 0,
             }),
             usage: Mutex::default(),
-            owners: Mutex::default(),
         }
     }
 
-    /// The bytes of raw payloads held now, and how many sessions have an
-    /// owner entry: what the budget and [`Store::release`] bound.
-    pub fn held(&self) -> Result<(u64, usize)> {
-        let bytes = self.raw.lock().map_err(|_| poisoned())?.bytes;
-        let owners = self.owners.lock().map_err(|_| poisoned())?.len();
-        Ok((bytes, owners))
+    /// The bytes of raw payloads held now: what the budget bounds.
+    pub fn held(&self) -> Result<u64> {
+        Ok(self.raw.lock().map_err(|_| poisoned())?.bytes)
     }
-}
 
-fn poisoned() -> Error {
-    Error::Store {
-        message: "the in-memory store is unusable after a panic".to_owned(),
-    }
-}
-
-impl Store for MemoryStore {
-    fn put(&self, record: RawRecord) -> Result<()> {
+    fn put_payload(&self, record: RawRecord) -> Result<()> {
         let mut raw = self.raw.lock().map_err(|_| poisoned())?;
         if raw.records.contains_key(&record.call_id) {
             return Err(Error::Duplicate {
@@ -201,11 +314,33 @@ impl Store for MemoryStore {
         }
         raw.bytes += bytes;
         raw.order.push_back(record.call_id.clone());
-        *raw.per_session
-            .entry(record.session_id.clone())
-            .or_default() += 1;
         raw.records.insert(record.call_id.clone(), record);
         Ok(())
+    }
+}
+
+fn poisoned() -> Error {
+    Error::Store {
+        message: "the in-memory store is unusable after a panic".to_owned(),
+    }
+}
+
+impl Store for MemoryStore {
+    fn append(&self, entry: Entry<'_>) -> Result<()> {
+        match entry {
+            Entry::Payload(record) => self.put_payload(record),
+            Entry::Event { session, event } => {
+                self.usage
+                    .lock()
+                    .map_err(|_| poisoned())?
+                    .entry(session.to_owned())
+                    .or_default()
+                    .record(event);
+                Ok(())
+            }
+            // Not kept: see the type's doc.
+            Entry::Owner { .. } => Ok(()),
+        }
     }
 
     fn get(&self, call_id: &str) -> Result<Option<RawRecord>> {
@@ -218,14 +353,32 @@ impl Store for MemoryStore {
             .cloned())
     }
 
-    fn record(&self, session: &str, event: &DigestEvent) -> Result<()> {
-        self.usage
+    fn session_records(&self) -> Result<Vec<SessionRecord>> {
+        // Session ids are ULIDs: sorted by name is sorted by time.
+        let usage = self.usage.lock().map_err(|_| poisoned())?;
+        let mut records: Vec<SessionRecord> = usage
+            .iter()
+            .map(|(session, usage)| SessionRecord {
+                session: session.clone(),
+                owner: None,
+                usage: Some(usage.clone()),
+            })
+            .collect();
+        records.sort_by(|a, b| a.session.cmp(&b.session));
+        Ok(records)
+    }
+
+    fn session_record(&self, session: &str) -> Result<Option<SessionRecord>> {
+        Ok(self
+            .usage
             .lock()
             .map_err(|_| poisoned())?
-            .entry(session.to_owned())
-            .or_default()
-            .record(event);
-        Ok(())
+            .get(session)
+            .map(|usage| SessionRecord {
+                session: session.to_owned(),
+                owner: None,
+                usage: Some(usage.clone()),
+            }))
     }
 
     fn usage(&self, session: &str) -> Result<Usage> {
@@ -249,57 +402,6 @@ impl Store for MemoryStore {
             .collect();
         ids.sort();
         Ok(ids)
-    }
-
-    fn claim(&self, session: &str, owner: &str) -> Result<()> {
-        let mut owners = self.owners.lock().map_err(|_| poisoned())?;
-        let (kept, holders) = owners
-            .entry(session.to_owned())
-            .or_insert_with(|| (owner.to_owned(), 0));
-        if kept == owner {
-            *holders += 1;
-            Ok(())
-        } else {
-            Err(Error::Store {
-                message: format!("session {session} belongs to another caller"),
-            })
-        }
-    }
-
-    fn owner(&self, session: &str) -> Result<Option<String>> {
-        Ok(self
-            .owners
-            .lock()
-            .map_err(|_| poisoned())?
-            .get(session)
-            .map(|(owner, _)| owner.clone()))
-    }
-
-    fn release(&self, session: &str) -> Result<()> {
-        // Lock order: owners, then usage, then raw (no other path holds two).
-        let mut owners = self.owners.lock().map_err(|_| poisoned())?;
-        let Some((_, holders)) = owners.get_mut(session) else {
-            return Ok(());
-        };
-        *holders = holders.saturating_sub(1);
-        if *holders > 0 {
-            return Ok(());
-        }
-        let recorded = self
-            .usage
-            .lock()
-            .map_err(|_| poisoned())?
-            .contains_key(session);
-        let stored = self
-            .raw
-            .lock()
-            .map_err(|_| poisoned())?
-            .per_session
-            .contains_key(session);
-        if !recorded && !stored {
-            owners.remove(session);
-        }
-        Ok(())
     }
 
     fn evicted(&self) -> Result<Option<Evicted>> {
@@ -397,7 +499,7 @@ mod tests {
         for id in ["call-1", "call-2", "call-3"] {
             store.put(record(id, &"a".repeat(85))).unwrap();
         }
-        assert_eq!(store.held().unwrap().0, 300);
+        assert_eq!(store.held().unwrap(), 300);
         assert_eq!(store.evicted().unwrap(), None);
         // Reading does not refresh: the order is the order of storing.
         store.get("call-1").unwrap().unwrap();
@@ -407,7 +509,7 @@ mod tests {
         assert_eq!(store.get("call-2").unwrap(), None);
         assert!(store.get("call-3").unwrap().is_some());
         assert!(store.get("call-4").unwrap().is_some());
-        assert_eq!(store.held().unwrap().0, 250);
+        assert_eq!(store.held().unwrap(), 250);
         assert_eq!(
             store.evicted().unwrap(),
             Some(Evicted {
@@ -451,7 +553,7 @@ mod tests {
         // Exactly the budget fits, alone.
         store.put(record("call-3", &"x".repeat(285))).unwrap();
         assert_eq!(store.get("call-1").unwrap(), None);
-        assert_eq!(store.held().unwrap().0, 300);
+        assert_eq!(store.held().unwrap(), 300);
     }
 
     #[test]
@@ -470,59 +572,172 @@ mod tests {
     }
 
     #[test]
-    fn a_released_session_that_stored_nothing_leaves_no_owner() {
-        let store = MemoryStore::new();
-        store.claim("s-empty", "alice").unwrap();
-        assert_eq!(store.held().unwrap().1, 1);
-        store.release("s-empty").unwrap();
-        assert_eq!(store.owner("s-empty").unwrap(), None);
-        assert_eq!(store.held().unwrap().1, 0);
-        // Releasing what is not claimed is harmless.
-        store.release("s-empty").unwrap();
-        store.release("never").unwrap();
-    }
-
-    #[test]
-    fn a_released_session_with_data_keeps_its_owner() {
-        let store = MemoryStore::new();
-        store.claim("s-raw", "alice").unwrap();
-        store.put(in_session("call-1", "s-raw", "payload")).unwrap();
-        store.release("s-raw").unwrap();
-        assert_eq!(store.owner("s-raw").unwrap().as_deref(), Some("alice"));
-
-        store.claim("s-usage", "alice").unwrap();
-        store
-            .record(
-                "s-usage",
-                &DigestEvent::new(crate::Method::Passthrough, 10, 5),
-            )
-            .unwrap();
-        store.release("s-usage").unwrap();
-        assert_eq!(store.owner("s-usage").unwrap().as_deref(), Some("alice"));
-        // Another owner still cannot take them.
-        assert!(store.claim("s-raw", "bob").is_err());
-    }
-
-    #[test]
-    fn an_owner_stays_while_another_claim_on_the_session_is_held() {
-        let store = MemoryStore::new();
-        store.claim("s", "alice").unwrap();
-        store.claim("s", "alice").unwrap();
-        assert!(store.claim("s", "bob").is_err());
-        store.release("s").unwrap();
-        assert_eq!(store.owner("s").unwrap().as_deref(), Some("alice"));
-        store.release("s").unwrap();
-        assert_eq!(store.owner("s").unwrap(), None);
-    }
-
-    #[test]
     fn telemetry_grows_only_with_record() {
         let store = MemoryStore::new();
-        store.claim("s", "alice").unwrap();
+        store
+            .append(Entry::Owner {
+                session: "s",
+                owner: "alice",
+            })
+            .unwrap();
         store.put(in_session("call-1", "s", "payload")).unwrap();
         let _ = store.usage("s").unwrap();
         let _ = store.usage("other").unwrap();
         assert!(store.sessions().unwrap().is_empty());
+        assert!(store.session_records().unwrap().is_empty());
+        assert_eq!(store.session_record("s").unwrap(), None, "no owner kept");
+    }
+
+    #[test]
+    fn the_memory_stores_shortcuts_answer_like_the_provided_methods() {
+        let store = MemoryStore::new();
+        for session in ["session-2", "session-1", "session-2"] {
+            store
+                .record(
+                    session,
+                    &DigestEvent::new(crate::Method::Passthrough, 10, 5),
+                )
+                .unwrap();
+        }
+        let records = store.session_records().unwrap();
+        let ids: Vec<&str> = records.iter().map(|r| r.session.as_str()).collect();
+        assert_eq!(ids, ["session-1", "session-2"]);
+        assert_eq!(store.sessions().unwrap(), ids);
+        for record in &records {
+            assert_eq!(
+                store.session_record(&record.session).unwrap().as_ref(),
+                Some(record)
+            );
+            assert_eq!(
+                Some(store.usage(&record.session).unwrap()),
+                record.usage.clone()
+            );
+        }
+        assert_eq!(
+            store
+                .usage("session-2")
+                .unwrap()
+                .digest_savings
+                .structural_calls,
+            2
+        );
+    }
+
+    /// A backend that writes only the three required methods: payloads in
+    /// a list, and each session's entries as they came.
+    #[derive(Default)]
+    struct Minimal {
+        payloads: Mutex<Vec<RawRecord>>,
+        entries: Mutex<Vec<(String, Noted)>>,
+    }
+
+    enum Noted {
+        Owner(String),
+        Event(DigestEvent),
+    }
+
+    impl Store for Minimal {
+        fn append(&self, entry: Entry<'_>) -> Result<()> {
+            let (session, noted) = match entry {
+                Entry::Payload(record) => {
+                    let mut payloads = self.payloads.lock().unwrap();
+                    if payloads.iter().any(|p| p.call_id == record.call_id) {
+                        return Err(Error::Duplicate {
+                            call_id: record.call_id,
+                        });
+                    }
+                    payloads.push(record);
+                    return Ok(());
+                }
+                Entry::Event { session, event } => (session, Noted::Event(event.clone())),
+                Entry::Owner { session, owner } => (session, Noted::Owner(owner.to_owned())),
+            };
+            self.entries
+                .lock()
+                .unwrap()
+                .push((session.to_owned(), noted));
+            Ok(())
+        }
+
+        fn get(&self, call_id: &str) -> Result<Option<RawRecord>> {
+            let payloads = self.payloads.lock().unwrap();
+            Ok(payloads.iter().find(|p| p.call_id == call_id).cloned())
+        }
+
+        fn session_records(&self) -> Result<Vec<SessionRecord>> {
+            let mut records: Vec<SessionRecord> = Vec::new();
+            for (session, noted) in self.entries.lock().unwrap().iter() {
+                let at = match records.iter().position(|r| &r.session == session) {
+                    Some(at) => at,
+                    None => {
+                        records.push(SessionRecord {
+                            session: session.clone(),
+                            ..SessionRecord::default()
+                        });
+                        records.len() - 1
+                    }
+                };
+                let record = &mut records[at];
+                match noted {
+                    Noted::Owner(owner) => {
+                        record.owner.get_or_insert_with(|| owner.clone());
+                    }
+                    Noted::Event(event) => record.usage.get_or_insert_default().record(event),
+                }
+            }
+            // With telemetry first, as the contract lists them.
+            records.sort_by_key(|r| r.usage.is_none());
+            Ok(records)
+        }
+    }
+
+    #[test]
+    fn a_backend_that_writes_only_the_required_methods_gets_the_rest() {
+        let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(Minimal::default());
+        store.put(in_session("call-1", "s1", "first")).unwrap();
+        let err = store.put(in_session("call-1", "s2", "second")).unwrap_err();
+        assert!(matches!(err, Error::Duplicate { .. }), "{err}");
+        assert_eq!(store.get("call-1").unwrap().unwrap().payload, "first");
+        assert_eq!(store.get("call-2").unwrap(), None);
+
+        store
+            .append(Entry::Owner {
+                session: "s0",
+                owner: "bot",
+            })
+            .unwrap();
+        store
+            .record(
+                "s1",
+                &DigestEvent::new(crate::Method::StructuralJson, 1000, 100),
+            )
+            .unwrap();
+        store
+            .record(
+                "s1",
+                &DigestEvent::new(crate::Method::Passthrough, 500, 500),
+            )
+            .unwrap();
+        let usage = store.usage("s1").unwrap();
+        assert_eq!(usage.digest_methods.counts["structural_json"], 1);
+        assert_eq!(usage.digest_methods.bytes_saved["structural_json"], 900);
+        assert_eq!(usage.digest_savings.structural_calls, 2);
+        assert_eq!(usage.digest_savings.parent_tokens_saved, 225);
+        assert_eq!(store.usage("s0").unwrap(), Usage::default());
+        assert_eq!(store.usage("nobody").unwrap(), Usage::default());
+        // Only sessions with telemetry are listed.
+        assert_eq!(store.sessions().unwrap(), ["s1"]);
+        // A session keeps its first owner.
+        store
+            .append(Entry::Owner {
+                session: "s0",
+                owner: "me",
+            })
+            .unwrap();
+        let s0 = store.session_record("s0").unwrap().unwrap();
+        assert_eq!((s0.owner.as_deref(), s0.usage), (Some("bot"), None));
+        assert_eq!(store.session_record("nobody").unwrap(), None);
+        assert_eq!(store.evicted().unwrap(), None);
     }
 
     #[test]

@@ -278,9 +278,10 @@ async fn a_large_result_is_a_digest_whose_raw_payload_comes_back() {
     s.host.shutdown().await;
 }
 
-/// Sessions that list tools and go away leave no owner entry in the
-/// in-memory store; a session whose call was digested keeps its owner, so
-/// the same caller's later sessions still read the payload.
+/// Sessions that list tools and go away leave nothing behind: no payload in
+/// the in-memory store, no owner entry in the host; a session whose call was
+/// digested keeps its owner, so the same caller's later sessions still read
+/// the payload.
 #[tokio::test]
 async fn sessions_that_list_tools_and_go_away_leave_nothing_in_the_store() {
     let store = Arc::new(core_agent_digest::MemoryStore::new());
@@ -291,7 +292,12 @@ async fn sessions_that_list_tools_and_go_away_leave_nothing_in_the_store() {
         client.cancel().await.unwrap();
         served.await.unwrap().unwrap();
     }
-    assert_eq!(store.held().unwrap(), (0, 0), "no payload, no owner");
+    let owners = host.owners().unwrap();
+    assert_eq!(
+        (store.held().unwrap(), owners.held()),
+        (0, 0),
+        "no payload, no owner"
+    );
     let (client, _, served) = connect(&host, TrustLevel::Creator, "no", true).await;
     let listed = client
         .call_tool(call("demo_list_inventory", json!({})))
@@ -300,11 +306,7 @@ async fn sessions_that_list_tools_and_go_away_leave_nothing_in_the_store() {
     let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
     client.cancel().await.unwrap();
     served.await.unwrap().unwrap();
-    assert_eq!(
-        store.held().unwrap().1,
-        1,
-        "the digested session keeps its owner"
-    );
+    assert_eq!(owners.held(), 1, "the digested session keeps its owner");
     let (client, _, served) = connect(&host, TrustLevel::Creator, "no", true).await;
     let raw = client
         .call_tool(call(

@@ -174,6 +174,15 @@ impl std::fmt::Debug for DigestOptions {
     }
 }
 
+/// The owners of the sessions of a host with `options`, kept beside its
+/// digest's store.
+fn owners_of(options: &HostOptions) -> Option<crate::Owners> {
+    options
+        .digest
+        .as_ref()
+        .map(|d| crate::Owners::new(d.store.clone()))
+}
+
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
@@ -211,6 +220,8 @@ pub struct Host {
     pub(crate) pin_io: Mutex<()>,
     /// Why the lock could not be read or written at the last check.
     pub(crate) pin_problem: Mutex<Option<String>>,
+    /// Who opened each session (`None` when the digest is off).
+    pub(crate) owners: Option<crate::Owners>,
 }
 
 impl Host {
@@ -263,6 +274,7 @@ impl Host {
         };
         let servers = Servers::start(entries, env, &options.start, &ready).await;
         let (survey, survey_warning) = open_survey(options.survey.as_ref());
+        let owners = owners_of(&options);
         let mut host = Host {
             servers,
             entries: config.servers.clone(),
@@ -276,6 +288,7 @@ impl Host {
             pin_epoch: Default::default(),
             pin_io: Mutex::new(()),
             pin_problem: Mutex::new(None),
+            owners,
         };
         let built = (host.catalog_key(), Arc::new(host.publish()));
         host.published = Mutex::new(built);
@@ -310,6 +323,7 @@ impl Host {
         };
         let servers = Servers::launch(&config.servers, env, &options.start, Some(ready));
         let (survey, survey_warning) = open_survey(options.survey.as_ref());
+        let owners = owners_of(&options);
         Host {
             servers,
             entries: config.servers.clone(),
@@ -323,6 +337,7 @@ impl Host {
             pin_epoch: Default::default(),
             pin_io: Mutex::new(()),
             pin_problem: Mutex::new(None),
+            owners,
         }
     }
 
@@ -389,6 +404,13 @@ impl Host {
         self.options.digest.as_ref().map(|d| &d.store)
     }
 
+    /// Who opened each session, by session id (`None` when the digest is
+    /// off): `retrieve_raw` reads the payloads of its caller's other
+    /// sessions by it.
+    pub fn owners(&self) -> Option<&crate::Owners> {
+        self.owners.as_ref()
+    }
+
     /// Opens a session for one caller.
     pub fn session(self: &Arc<Self>, options: SessionOptions) -> Session {
         let id = options.id.unwrap_or_else(core_agent_digest::new_session_id);
@@ -407,10 +429,9 @@ impl Host {
             }
         });
         // A session id already claimed by another owner keeps its payloads to itself.
-        let owner = options.owner.filter(|owner| {
-            self.digest_store()
-                .is_some_and(|store| store.claim(&id, owner).is_ok())
-        });
+        let owner = options
+            .owner
+            .filter(|owner| self.owners().is_some_and(|owners| owners.claim(&id, owner)));
         Session {
             host: self.clone(),
             owner,

@@ -8,6 +8,7 @@ mod error;
 mod host;
 #[cfg(feature = "llm")]
 mod llm;
+mod owners;
 mod pin;
 mod pipeline;
 mod report;
@@ -23,6 +24,7 @@ pub use error::{Error, Result};
 pub use host::{DigestOptions, Host, HostOptions, ServerReady, SurveyOptions};
 #[cfg(feature = "llm")]
 pub use llm::OpenAiSummarizer;
+pub use owners::Owners;
 pub use pin::Trusted;
 pub use report::{
     AuthReport, AuthStatus, BatchLine, ConfigReport, ConnectionReport, DoctorOptions, DoctorReport,

@@ -30,9 +30,10 @@ pub struct SessionOptions {
     pub id: Option<String>,
     /// Overrides the LLM second chance's spending ceiling for this session.
     pub cost_ceiling: Option<f64>,
-    /// Who opened the session (a gateway token's name). Recorded in the
-    /// store; `retrieve_raw` then also reads payloads of the owner's other
-    /// sessions, including those of earlier runs kept in `--session-db`.
+    /// Who opened the session (a gateway token's name), claimed in the
+    /// host's [`Owners`](crate::Owners); `retrieve_raw` then also reads
+    /// payloads of the owner's other sessions, including those of earlier
+    /// runs kept in `--session-db`.
     pub owner: Option<String>,
     /// Said as the `"note"` of each of its digests' synthetic responses:
     /// what the caller should know about keeping the raw payloads (the
@@ -150,7 +151,8 @@ pub struct Session {
     /// Mutating calls run one at a time, in the order they were asked.
     pub(crate) mutation: tokio::sync::Mutex<()>,
     pub(crate) digest: Option<crate::DigestWrap>,
-    /// Who opened it, as recorded in the store (`None` when not recorded).
+    /// Who opened it, as claimed in the host's owners (`None` when not
+    /// claimed).
     pub(crate) owner: Option<String>,
 }
 
@@ -164,14 +166,14 @@ impl std::fmt::Debug for Session {
 }
 
 impl Drop for Session {
-    /// Releases its claim in the store: an in-memory store then forgets the
-    /// owner of a session that stored nothing, so sessions that come and go
-    /// leave nothing behind.
+    /// Releases its claim on its id: the host's owners then forget the
+    /// owner of a session id whose sessions stored nothing, so sessions that
+    /// come and go leave nothing behind.
     fn drop(&mut self) {
-        if let (Some(_), Some(digest)) = (&self.owner, &self.digest)
-            && let Err(e) = digest.store.release(&digest.session)
+        if let (Some(_), Some(digest), Some(owners)) =
+            (&self.owner, &self.digest, self.host.owners())
         {
-            tracing::warn!("the session's claim could not be released: {e}");
+            owners.release(&digest.session, digest.stored());
         }
     }
 }
@@ -195,10 +197,10 @@ impl Session {
 
     /// Whether `session` was opened by this session's owner.
     pub(crate) fn owns(&self, session: &str) -> bool {
-        let (Some(owner), Some(digest)) = (&self.owner, &self.digest) else {
+        let (Some(owner), Some(owners)) = (&self.owner, self.host.owners()) else {
             return false;
         };
-        digest.store.owner(session).ok().flatten().as_deref() == Some(owner.as_str())
+        owners.owner(session).as_deref() == Some(owner.as_str())
     }
 
     /// The plan recorded in this session, if any.

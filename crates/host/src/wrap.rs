@@ -1,3 +1,4 @@
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -29,6 +30,8 @@ pub struct DigestWrap {
     /// the ceiling together. Held only to reserve and to release, never
     /// across a call.
     in_flight: Mutex<f64>,
+    /// A payload of this session went into the store.
+    stored: AtomicBool,
 }
 
 /// The LLM second chance: who summarizes, with which model, at what price,
@@ -83,6 +86,7 @@ impl DigestWrap {
             llm: None,
             note: None,
             in_flight: Mutex::new(0.0),
+            stored: AtomicBool::new(false),
         }
     }
 
@@ -96,6 +100,11 @@ impl DigestWrap {
     pub fn with_llm(mut self, llm: LlmPath) -> DigestWrap {
         self.llm = Some(llm);
         self
+    }
+
+    /// Whether a payload of this session went into the store.
+    pub(crate) fn stored(&self) -> bool {
+        self.stored.load(Ordering::Relaxed)
     }
 
     /// Whether the router's result goes to the LLM second chance: the LLM
@@ -306,6 +315,7 @@ impl DigestWrap {
             );
             return result;
         }
+        self.stored.store(true, Ordering::Relaxed);
         let mut event = DigestEvent::new(digested.method, digested.raw_bytes, 0);
         let (digested, reservation) = match &llm_payload {
             Some(payload) => {
@@ -477,8 +487,10 @@ mod tests {
         // Texts are joined by a newline: 49 + 1 + 49 bytes is under, one more is not.
         let under = result(&[&"a".repeat(49), &"b".repeat(49)], None);
         assert_eq!(wrap.apply(under.clone(), "srv", "t").await, under);
+        assert!(!wrap.stored(), "nothing digested, nothing stored");
         let at = result(&[&"a".repeat(50), &"b".repeat(49)], None);
         assert!(digested(&wrap.apply(at, "srv", "t").await));
+        assert!(wrap.stored());
         // Structured content is weighed as JSON: `{"k":"…"}` is 8 bytes more.
         let structured = result(&[], Some(json!({"k": "c".repeat(92)})));
         assert!(digested(&wrap.apply(structured, "srv", "t").await));
@@ -494,28 +506,21 @@ mod tests {
     struct Full;
 
     impl core_agent_digest::Store for Full {
-        fn put(&self, _: RawRecord) -> core_agent_digest::Result<()> {
-            Err(core_agent_digest::Error::Store {
-                message: "disk full".into(),
-            })
+        fn append(&self, entry: core_agent_digest::Entry<'_>) -> core_agent_digest::Result<()> {
+            match entry {
+                core_agent_digest::Entry::Payload(_) => Err(core_agent_digest::Error::Store {
+                    message: "disk full".into(),
+                }),
+                _ => Ok(()),
+            }
         }
         fn get(&self, _: &str) -> core_agent_digest::Result<Option<RawRecord>> {
             Ok(None)
         }
-        fn record(&self, _: &str, _: &DigestEvent) -> core_agent_digest::Result<()> {
-            Ok(())
-        }
-        fn usage(&self, _: &str) -> core_agent_digest::Result<core_agent_digest::Usage> {
-            Ok(core_agent_digest::Usage::default())
-        }
-        fn sessions(&self) -> core_agent_digest::Result<Vec<String>> {
+        fn session_records(
+            &self,
+        ) -> core_agent_digest::Result<Vec<core_agent_digest::SessionRecord>> {
             Ok(Vec::new())
-        }
-        fn claim(&self, _: &str, _: &str) -> core_agent_digest::Result<()> {
-            Ok(())
-        }
-        fn owner(&self, _: &str) -> core_agent_digest::Result<Option<String>> {
-            Ok(None)
         }
     }
 
@@ -539,6 +544,7 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("call_id"), "{text}");
+        assert!(!wrap.stored(), "nothing went into the store");
     }
 
     /// A summarizer that says it started, then waits for a permit of its

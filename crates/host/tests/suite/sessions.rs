@@ -163,14 +163,15 @@ fn digesting_into(store: std::sync::Arc<core_agent_digest::MemoryStore>) -> Host
     }
 }
 
-/// A session that stored nothing leaves no owner entry in an in-memory
-/// store once dropped (sessions that come and go do not grow it); one whose
-/// call was digested keeps its owner, and its owner's next session reads it.
+/// A session that stored nothing leaves no owner entry in the host once
+/// dropped (sessions that come and go do not grow it); one whose call was
+/// digested into an in-memory store keeps its owner, and its owner's next
+/// session reads it.
 #[tokio::test]
 async fn a_dropped_session_that_stored_nothing_leaves_no_owner() {
-    use core_agent_digest::Store;
     let store = std::sync::Arc::new(core_agent_digest::MemoryStore::new());
     let host = start(vec![demo("demo")], digesting_into(store.clone())).await;
+    let owners = host.host.owners().unwrap();
     let owned = |id: &str| {
         approving()
             .with_owner(Some("bot".to_owned()))
@@ -182,9 +183,9 @@ async fn a_dropped_session_that_stored_nothing_leaves_no_owner() {
         .await
         .unwrap();
     assert_eq!(text(&small), "0.5", "under the threshold: nothing stored");
-    assert_eq!(store.owner("session-idle").unwrap().as_deref(), Some("bot"));
+    assert_eq!(owners.owner("session-idle").as_deref(), Some("bot"));
     drop(idle);
-    assert_eq!(store.owner("session-idle").unwrap(), None);
+    assert_eq!(owners.owner("session-idle"), None);
 
     let busy = host.host.session(owned("session-busy"));
     let listed = busy
@@ -193,8 +194,8 @@ async fn a_dropped_session_that_stored_nothing_leaves_no_owner() {
         .unwrap();
     let envelope: Value = serde_json::from_str(&text(&listed)).unwrap();
     drop(busy);
-    assert_eq!(store.owner("session-busy").unwrap().as_deref(), Some("bot"));
-    assert_eq!(store.held().unwrap().1, 1, "only the busy session's owner");
+    assert_eq!(owners.owner("session-busy").as_deref(), Some("bot"));
+    assert_eq!(owners.held(), 1, "only the busy session's owner");
     let later = host.host.session(owned("session-later"));
     let raw = later
         .call(

@@ -1,0 +1,250 @@
+//! Who opened each session: a session id belongs to the first owner that
+//! claims it, and an owner's sessions read each other's raw payloads.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use core_agent_digest::{Entry, Store};
+
+/// The owners of session ids (a caller's name, such as a gateway token's),
+/// for the sessions of one [`Host`](crate::Host).
+///
+/// A claim on a session id stands for the first owner; a claim by another
+/// owner is refused, and that session then has no owner. Claims are held
+/// here, counted per open session, and also appended to the digest's store
+/// ([`Entry::Owner`]): a store kept past the process (`--session-db`) keeps
+/// them, so the owner's sessions in a later run, or in another process
+/// sharing the file, find their earlier ones, and a claim held there by
+/// another owner is refused here too.
+///
+/// What is held here stays bounded: when the last session on an id is
+/// dropped, its owner is forgotten if the store keeps it, or if none of
+/// those sessions stored a payload. Sessions that come and go (a gateway's
+/// clients listing tools) leave nothing behind; one whose call was digested
+/// keeps its owner, so the same caller's later sessions still read it.
+pub struct Owners {
+    store: Arc<dyn Store>,
+    held: Mutex<HashMap<String, Held>>,
+}
+
+/// One claimed session id.
+#[derive(Debug)]
+struct Held {
+    owner: String,
+    /// Sessions open on the id now.
+    holders: usize,
+    /// One of them stored a payload.
+    stored: bool,
+    /// The store keeps this owner too.
+    kept: bool,
+}
+
+impl std::fmt::Debug for Owners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Owners")
+            .field("held", &self.held())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Owners {
+    /// Owners whose claims are also appended to `store`.
+    pub(crate) fn new(store: Arc<dyn Store>) -> Owners {
+        Owners {
+            store,
+            held: Mutex::default(),
+        }
+    }
+
+    /// The held claims; each change is one step, so a panic elsewhere
+    /// leaves them usable.
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Held>> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Claims `session` for `owner` as a session opens on it: `true` when
+    /// the id is `owner`'s (claimed now, or already), `false` when another
+    /// owner holds it or the store cannot say.
+    pub(crate) fn claim(&self, session: &str, owner: &str) -> bool {
+        // Held across the store's answer, so two claims here cannot both win.
+        let mut held = self.lock();
+        if let Some(claim) = held.get_mut(session) {
+            if claim.owner != owner {
+                return false;
+            }
+            claim.holders += 1;
+            return true;
+        }
+        // Not held here: the store may know it, from an earlier run or
+        // another process.
+        if self.store.append(Entry::Owner { session, owner }).is_err() {
+            return false;
+        }
+        let kept = match self.store.session_record(session) {
+            Ok(record) => record.and_then(|r| r.owner),
+            Err(_) => return false,
+        };
+        if kept.as_deref().is_some_and(|kept| kept != owner) {
+            return false;
+        }
+        held.insert(
+            session.to_owned(),
+            Held {
+                owner: owner.to_owned(),
+                holders: 1,
+                stored: false,
+                kept: kept.is_some(),
+            },
+        );
+        true
+    }
+
+    /// Says that a session holding a claim on `session` is done with it
+    /// (`stored`: it stored a payload). The last one to go takes the
+    /// owner with it, unless only this holds the owner of a session that
+    /// stored something.
+    pub(crate) fn release(&self, session: &str, stored: bool) {
+        let mut held = self.lock();
+        let Some(claim) = held.get_mut(session) else {
+            return;
+        };
+        claim.holders = claim.holders.saturating_sub(1);
+        claim.stored |= stored;
+        if claim.holders == 0 && (claim.kept || !claim.stored) {
+            held.remove(session);
+        }
+    }
+
+    /// The owner of `session`: held here, or kept by the store (`None`
+    /// when neither knows one, or the store cannot say).
+    pub fn owner(&self, session: &str) -> Option<String> {
+        if let Some(claim) = self.lock().get(session) {
+            return Some(claim.owner.clone());
+        }
+        self.store
+            .session_record(session)
+            .ok()
+            .flatten()
+            .and_then(|r| r.owner)
+    }
+
+    /// How many session ids have their owner held here: what dropping
+    /// sessions bounds.
+    pub fn held(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core_agent_digest::{DigestEvent, MemoryStore, Method, RawRecord};
+
+    use super::*;
+
+    fn in_memory() -> Owners {
+        Owners::new(Arc::new(MemoryStore::new()))
+    }
+
+    #[test]
+    fn a_released_session_that_stored_nothing_leaves_no_owner() {
+        let owners = in_memory();
+        assert!(owners.claim("s-empty", "alice"));
+        assert_eq!(owners.held(), 1);
+        owners.release("s-empty", false);
+        assert_eq!(owners.owner("s-empty"), None);
+        assert_eq!(owners.held(), 0);
+        // Releasing what is not claimed is harmless.
+        owners.release("s-empty", false);
+        owners.release("never", true);
+        assert_eq!(owners.held(), 0);
+    }
+
+    #[test]
+    fn a_released_session_with_data_keeps_its_owner() {
+        let owners = in_memory();
+        assert!(owners.claim("s-raw", "alice"));
+        owners.release("s-raw", true);
+        assert_eq!(owners.owner("s-raw").as_deref(), Some("alice"));
+        // Another owner still cannot take it.
+        assert!(!owners.claim("s-raw", "bob"));
+        // The same owner can, and storing nothing more does not forget it.
+        assert!(owners.claim("s-raw", "alice"));
+        owners.release("s-raw", false);
+        assert_eq!(owners.owner("s-raw").as_deref(), Some("alice"));
+        assert_eq!(owners.held(), 1);
+    }
+
+    #[test]
+    fn an_owner_stays_while_another_claim_on_the_session_is_held() {
+        let owners = in_memory();
+        assert!(owners.claim("s", "alice"));
+        assert!(owners.claim("s", "alice"));
+        assert!(!owners.claim("s", "bob"));
+        owners.release("s", false);
+        assert_eq!(owners.owner("s").as_deref(), Some("alice"));
+        owners.release("s", false);
+        assert_eq!(owners.owner("s"), None);
+    }
+
+    #[test]
+    fn an_in_memory_store_is_given_the_owner_but_not_its_bookkeeping() {
+        let store = Arc::new(MemoryStore::new());
+        let owners = Owners::new(store.clone());
+        assert!(owners.claim("s", "alice"));
+        store
+            .put(RawRecord {
+                call_id: "call-1".to_owned(),
+                session_id: "s".to_owned(),
+                server: "demo".to_owned(),
+                tool: "list".to_owned(),
+                created_ms: 0,
+                payload: "payload".to_owned(),
+            })
+            .unwrap();
+        store
+            .record("s", &DigestEvent::new(Method::Passthrough, 10, 5))
+            .unwrap();
+        owners.release("s", true);
+        // The owner is held here; the store's telemetry is only telemetry.
+        assert_eq!(owners.owner("s").as_deref(), Some("alice"));
+        assert_eq!(store.session_record("s").unwrap().unwrap().owner, None);
+        assert_eq!(store.held().unwrap(), 22);
+    }
+
+    /// A session id claimed in a session database stays its first owner's
+    /// across runs and processes; what is held in memory does not grow.
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn a_session_keeps_its_first_owner_across_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        {
+            let owners = Owners::new(Arc::new(
+                core_agent_digest::SqliteStore::open(&path).unwrap(),
+            ));
+            assert!(owners.claim("s1", "bot"));
+            assert!(owners.claim("s1", "bot"));
+            owners.release("s1", true);
+            owners.release("s1", true);
+            assert_eq!(owners.held(), 0, "the database keeps it");
+        }
+        let owners = Owners::new(Arc::new(
+            core_agent_digest::SqliteStore::open(&path).unwrap(),
+        ));
+        assert_eq!(owners.owner("s1").as_deref(), Some("bot"));
+        assert!(!owners.claim("s1", "me"));
+        assert_eq!(owners.owner("s1").as_deref(), Some("bot"));
+        assert_eq!(owners.owner("s2"), None);
+        // Another process on the same file sees this one's claims.
+        let other = Owners::new(Arc::new(
+            core_agent_digest::SqliteStore::open(&path).unwrap(),
+        ));
+        assert!(owners.claim("s3", "bot"));
+        assert!(!other.claim("s3", "me"));
+        assert!(other.claim("s3", "bot"));
+        let memory = in_memory();
+        assert!(memory.claim("s1", "bot"));
+        assert!(!memory.claim("s1", "me"));
+        assert_eq!(memory.owner("s1").as_deref(), Some("bot"));
+    }
+}
