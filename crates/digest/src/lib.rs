@@ -3,6 +3,8 @@
 mod error;
 mod fit;
 mod llm;
+#[cfg(test)]
+mod props;
 mod prune;
 mod route;
 #[cfg(feature = "sqlite")]
@@ -18,8 +20,8 @@ pub use llm::{
     MESSAGE_OVERHEAD_TOKENS, Price, Pricing, Summarizer, Summary, SummaryError, SummaryFailure,
     SummaryRequest, TokenUsage, bound_input, choose_model,
 };
-pub use prune::{Limits, Malformed, PruneStats, is_identifier_key, prune, prune_with_stats};
-pub use route::{Digested, Method, PROSE_WRAPPER_STRINGS, Settings, extract, passthrough, route};
+pub use prune::{Limits, Malformed, PruneStats, prune, prune_with_stats};
+pub use route::{Digested, Method, Settings, extract, passthrough, route};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{

@@ -54,7 +54,7 @@ pub struct Malformed {
 /// and kept whole up to [`Limits::max_identifier_chars`]: `id`, `uid`, `name`, `title`, `key`, `kind`, `type`, `status`, `state`,
 /// `apiVersion`, `ref`, `sha`, `path`, any key containing `url`, `Url`,
 /// `URL` or `uri`, and any key ending in `_id` or `Id`.
-pub fn is_identifier_key(key: &str) -> bool {
+pub(crate) fn is_identifier_key(key: &str) -> bool {
     matches!(
         key,
         "id" | "uid"

@@ -129,7 +129,7 @@ impl Digested {
 }
 
 /// At most this many cut strings make a JSON payload "prose in a wrapper".
-pub const PROSE_WRAPPER_STRINGS: usize = 4;
+pub(crate) const PROSE_WRAPPER_STRINGS: usize = 4;
 
 /// Routes a payload: below the threshold, `None` (pass it untouched);
 /// JSON-shaped, the structural pruner (pruned again more tightly while the
@@ -140,7 +140,7 @@ pub const PROSE_WRAPPER_STRINGS: usize = 4;
 ///
 /// JSON whose mass is prose is passed through too, so the digest never keeps
 /// less of a text than the passthrough would: when the pruner had to cut at
-/// most [`PROSE_WRAPPER_STRINGS`] long strings and they hold at least half of
+/// most four long strings and they hold at least half of
 /// the payload's bytes (`{"content": "<a file>"}`, FastMCP's
 /// `{"result": "<text>"}`), the payload takes the passthrough instead of
 /// being cut to `max_string_chars`.

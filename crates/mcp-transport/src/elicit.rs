@@ -73,7 +73,7 @@ impl Elicitor for AcceptDefaults {
 }
 
 /// The `default` of every property of an object schema that declares one.
-pub fn schema_defaults(schema: &Value) -> Map<String, Value> {
+pub(crate) fn schema_defaults(schema: &Value) -> Map<String, Value> {
     schema
         .get("properties")
         .and_then(Value::as_object)
@@ -115,16 +115,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_taken_from_properties() {
-        let schema = json!({"type": "object", "properties": {
-            "name": {"type": "string", "default": "John"},
-            "age": {"type": "integer", "default": 30},
-            "free": {"type": "string"}
-        }});
-        assert_eq!(
-            Value::Object(schema_defaults(&schema)),
-            json!({"name": "John", "age": 30})
-        );
-        assert!(schema_defaults(&json!({})).is_empty());
+    fn schema_defaults_takes_each_declared_default() {
+        let table = [
+            (
+                json!({"type": "object", "properties": {
+                    "name": {"type": "string", "default": "John"},
+                    "age": {"type": "integer", "default": 30},
+                    "free": {"type": "string"}
+                }}),
+                json!({"name": "John", "age": 30}),
+            ),
+            // `null` and falsy defaults are still defaults.
+            (
+                json!({"properties": {
+                    "a": {"default": null},
+                    "b": {"default": false},
+                    "c": {"default": ""}
+                }}),
+                json!({"a": null, "b": false, "c": ""}),
+            ),
+            // Only the top level: nested defaults are not collected.
+            (
+                json!({"properties": {"outer": {"type": "object", "properties": {
+                    "inner": {"default": 1}
+                }}}}),
+                json!({}),
+            ),
+            (json!({"type": "object", "properties": {}}), json!({})),
+            (json!({"type": "object"}), json!({})),
+            (json!({"properties": ["not", "an", "object"]}), json!({})),
+            (json!({"default": {"a": 1}}), json!({})),
+            (json!("not a schema"), json!({})),
+            (json!({}), json!({})),
+            (Value::Null, json!({})),
+        ];
+        for (schema, want) in table {
+            assert_eq!(Value::Object(schema_defaults(&schema)), want, "{schema}");
+        }
     }
 }

@@ -18,7 +18,7 @@ use core_agent_mcp_transport::model::{
 };
 use core_agent_mcp_transport::{
     AcceptDefaults, BoxFuture, Decline, Elicitor, Error, RestartPolicy, Servers, StartError,
-    StartOptions, Status, Supervisor, describe_request, schema_defaults,
+    StartOptions, Status, Supervisor, describe_request,
 };
 use serde_json::{Value, json};
 
@@ -828,45 +828,6 @@ async fn the_stock_elicitors_answer_as_documented() {
     for (case, elicitor, request, want) in table {
         let got = elicitor.elicit("srv", request.clone()).await;
         assert_eq!(serde_json::to_value(&got).unwrap(), want, "{case}");
-    }
-}
-
-#[test]
-fn schema_defaults_takes_each_declared_default() {
-    let table = [
-        (
-            json!({"type": "object", "properties": {
-                "name": {"type": "string", "default": "John"},
-                "age": {"type": "integer", "default": 30},
-                "free": {"type": "string"}
-            }}),
-            json!({"name": "John", "age": 30}),
-        ),
-        // `null` and falsy defaults are still defaults.
-        (
-            json!({"properties": {
-                "a": {"default": null},
-                "b": {"default": false},
-                "c": {"default": ""}
-            }}),
-            json!({"a": null, "b": false, "c": ""}),
-        ),
-        // Only the top level: nested defaults are not collected.
-        (
-            json!({"properties": {"outer": {"type": "object", "properties": {
-                "inner": {"default": 1}
-            }}}}),
-            json!({}),
-        ),
-        (json!({"type": "object", "properties": {}}), json!({})),
-        (json!({"type": "object"}), json!({})),
-        (json!({"properties": ["not", "an", "object"]}), json!({})),
-        (json!({"default": {"a": 1}}), json!({})),
-        (json!("not a schema"), json!({})),
-        (Value::Null, json!({})),
-    ];
-    for (schema, want) in table {
-        assert_eq!(Value::Object(schema_defaults(&schema)), want, "{schema}");
     }
 }
 
