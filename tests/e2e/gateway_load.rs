@@ -1073,6 +1073,42 @@ async fn five_thousand_abandoned_sessions_leave_the_gateway_under_120_mb() {
     );
 }
 
+#[test]
+fn a_gateway_token_that_cannot_be_read_stops_serve_and_a_bad_one_every_command() {
+    let p = Project::empty();
+    p.write(
+        ".agents/config.json",
+        &json!({"gateway": {"tokens": {
+            "bot": {"env": "E2E_UNSET_GATEWAY_TOKEN", "trust_level": "public"},
+        }}})
+        .to_string(),
+    );
+    let run = p.run(&["serve", "--http", "127.0.0.1:0"]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains(
+            "core-agent: serve: gateway token `bot` (.agents/config.json): $E2E_UNSET_GATEWAY_TOKEN is not set; export it, or remove the token from gateway.tokens"
+        ),
+        "{}",
+        run.stderr
+    );
+    // A token without a trust level is a mistake in config.json, reported
+    // like the file's other mistakes, whatever the command.
+    p.write(
+        ".agents/config.json",
+        "{\"gateway\": {\"tokens\": {\"bot\": {\"env\": \"X\"}}}}",
+    );
+    let run = p.run(&["tools"]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains(
+            "core-agent: bad config:\n.agents/config.json:1:25: /gateway/tokens/bot/trust_level: every gateway token needs a trust level; add \"trust_level\": one of"
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_takes_its_session_limits_from_config_json_and_flags() {
     let p = Project::empty();

@@ -639,8 +639,13 @@ async fn run(cli: Cli) -> u8 {
             return USAGE;
         }
     };
-    let gateway_tokens = permissions.gateway_tokens.clone();
-    let gateway_limits = permissions.gateway_limits;
+    let (gateway_tokens, gateway_limits) = match serve::gateway_config(&permissions) {
+        Ok(g) => (g.tokens, g.limits),
+        Err(e) => {
+            eprintln!("core-agent: bad config:\n{e}");
+            return USAGE;
+        }
+    };
     let HostConfig {
         mut options,
         notices,
@@ -716,7 +721,7 @@ async fn run(cli: Cli) -> u8 {
             no_auth: *no_auth,
             allow_hosts: allow_host.clone(),
             // A flag wins over config.json.
-            limits: core_agent_permissions::GatewayLimits {
+            limits: core_agent_gateway::GatewayLimits {
                 max_sessions: max_sessions
                     .map(|n| n as usize)
                     .or(gateway_limits.max_sessions),

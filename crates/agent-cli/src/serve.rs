@@ -5,10 +5,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use core_agent_gateway::{Auth, Gateway, GatewayOptions, HttpOptions, Token};
+use core_agent_gateway::{
+    Auth, DefaultToken, Gateway, GatewayConfig, GatewayLimits, GatewayOptions, GatewayToken,
+    HttpOptions, resolve_tokens,
+};
 use core_agent_host::Host;
-use core_agent_mcp_config::TrustLevel;
-use core_agent_permissions::{GatewayLimits, GatewayToken};
+use core_agent_mcp_config::{Env, TrustLevel};
+use core_agent_permissions::PermissionsConfig;
 
 use crate::{FAILED, StopSignals, USAGE};
 
@@ -148,6 +151,14 @@ fn limit_sessions(http: &mut HttpOptions, limits: &GatewayLimits) -> Result<(), 
     Ok(())
 }
 
+/// `config.json`'s `gateway` section, read for every command so that a
+/// mistake in it is reported like one in the rest of the file.
+pub(crate) fn gateway_config(
+    permissions: &PermissionsConfig,
+) -> Result<GatewayConfig, core_agent_mcp_config::Error> {
+    GatewayConfig::parse(&permissions.gateway)
+}
+
 /// Who may connect: nobody checked (`--no-auth`, loopback only), else the
 /// tokens of `config.json` and the default one (`CORE_AGENT_GATEWAY_TOKEN`,
 /// or generated and printed once when no other token is configured).
@@ -164,58 +175,30 @@ fn auth(args: &ServeArgs, addr: SocketAddr, tokens: &[GatewayToken]) -> Result<A
         );
         return Ok(Auth::Open(args.level));
     }
-    let mut accepted = Vec::new();
-    for t in tokens {
-        match std::env::var(&t.env) {
-            Ok(secret) if secret.len() >= 16 => accepted.push(Token {
-                name: t.name.clone(),
-                secret,
-                trust_level: t.trust_level,
-            }),
-            Ok(_) => {
-                return Err(format!(
-                    "gateway token `{}` ({}): ${} is shorter than 16 characters; use a long random value (openssl rand -hex 32)",
-                    t.name,
-                    t.source.display(),
-                    t.env
-                ));
-            }
-            Err(_) => {
-                return Err(format!(
-                    "gateway token `{}` ({}): ${} is not set; export it, or remove the token from gateway.tokens",
-                    t.name,
-                    t.source.display(),
-                    t.env
-                ));
-            }
-        }
-    }
-    match std::env::var(TOKEN_ENV) {
-        Ok(secret) if !secret.is_empty() => accepted.push(Token {
-            name: "default".to_owned(),
-            secret,
-            trust_level: args.level,
-        }),
-        _ if accepted.is_empty() => {
+    let default = DefaultToken {
+        env: TOKEN_ENV.to_owned(),
+        trust_level: args.level,
+    };
+    match resolve_tokens(tokens, &default, &ProcessVars).map_err(|e| e.to_string())? {
+        Some(auth) => Ok(auth),
+        None => {
             let (generated, secret) =
                 Auth::generate(args.level).map_err(|e| format!("cannot make a token: {e}"))?;
             eprintln!(
                 "core-agent: bearer token (trust level {}; shown once; set {TOKEN_ENV} to choose it): {secret}",
                 args.level.as_str()
             );
-            return Ok(generated);
+            Ok(generated)
         }
-        _ => {}
     }
-    if let Some(dup) = accepted
-        .iter()
-        .enumerate()
-        .find(|(i, t)| accepted[..*i].iter().any(|u| u.secret == t.secret))
-    {
-        return Err(format!(
-            "gateway token `{}` has the same value as another token; give each its own",
-            dup.1.name
-        ));
+}
+
+/// The process environment, where a value that is not UTF-8 counts as
+/// unset (so such a token is refused as not set, not read lossily).
+struct ProcessVars;
+
+impl Env for ProcessVars {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
     }
-    Ok(Auth::Tokens(accepted))
 }

@@ -1,12 +1,14 @@
 #![doc = include_str!("../README.md")]
 
 mod auth;
+mod config;
 mod elicit;
 mod http;
 mod limits;
 mod prompt;
 mod registry;
 mod session;
+mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,9 +20,11 @@ use core_agent_permissions::Mode;
 use rmcp::ServiceExt;
 
 pub use auth::{Auth, Caller, Token};
+pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;
 pub use http::HttpOptions;
 pub use registry::SessionInfo;
+pub use tokens::{DefaultToken, GatewayToken, MIN_TOKEN_LEN, TokenError, resolve_tokens};
 
 /// What every client session of the gateway gets, whatever its transport.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use core_agent_mcp_config::{FileProblems, escape_pointer, parse_json, read_optional};
+use core_agent_mcp_config::{FileProblems, parse_json, read_optional};
 use serde_json::{Map, Value};
 
 use crate::{Error, Pattern, Result};
@@ -53,46 +53,52 @@ pub struct PermissionsConfig {
     /// The project's `config.json` (read or not): where advice tells the
     /// operator to add a pattern.
     pub project_file: Option<PathBuf>,
-    /// `gateway.tokens`: who may connect to `core-agent serve --http`, by
-    /// name; a name in the project file wins over the same name in the user file.
-    pub gateway_tokens: Vec<GatewayToken>,
-    /// `gateway.max_sessions`, `gateway.max_sessions_per_token` and
-    /// `gateway.session_idle_timeout_secs`; each as the project file sets
-    /// it, else the user file, else unset (the gateway's default).
-    pub gateway_limits: GatewayLimits,
+    /// The `gateway` section of each file that has one, the project file's
+    /// first, as written: `core-agent-gateway` reads it (its tokens and
+    /// session limits) and reports its problems at their line and column.
+    pub gateway: Vec<Section>,
 }
 
-/// How many MCP sessions `core-agent serve --http` holds, and for how long
-/// an idle one lives (`gateway.*` in `config.json`); `None`: the default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GatewayLimits {
-    /// `gateway.max_sessions`: open sessions over every token.
-    pub max_sessions: Option<usize>,
-    /// `gateway.max_sessions_per_token`: open sessions of one token.
-    pub max_sessions_per_token: Option<usize>,
-    /// `gateway.session_idle_timeout_secs`: seconds an idle session lives.
-    pub session_idle_timeout_secs: Option<u64>,
+/// A top-level section of one `config.json` that another crate reads (the
+/// `gateway` section, read by `core-agent-gateway`): its value as written,
+/// and its file's path and text, so that the problems found in it name the
+/// file, line and column, like the problems of the rest of the file.
+#[derive(Clone, PartialEq)]
+pub struct Section {
+    /// The file.
+    pub path: PathBuf,
+    /// The file's text, where the positions of problems are found.
+    pub text: String,
+    /// The JSON pointer of the section in its file (`/gateway`).
+    pub pointer: String,
+    /// The section's value, not checked: it need not even be an object.
+    pub value: Value,
 }
 
-/// One bearer token of the gateway (`gateway.tokens.<name>` in `config.json`):
-/// the token itself is read from an environment variable, so that no secret
-/// is written in the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewayToken {
-    /// The key under `gateway.tokens`: how sessions and logs name the caller.
-    pub name: String,
-    /// `env`: the environment variable that holds the token.
-    pub env: String,
-    /// `trust_level`: the trust level of sessions opened with this token.
-    pub trust_level: core_agent_mcp_config::TrustLevel,
-    /// The file that declares it.
-    pub source: PathBuf,
+impl Section {
+    /// An empty list of problems in the section's file, for the reader of
+    /// the section to report through (`/gateway/...` pointers placed at
+    /// their line and column).
+    pub fn problems(&self) -> FileProblems<'_> {
+        FileProblems::new(&self.path, &self.text)
+    }
+}
+
+impl std::fmt::Debug for Section {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Section")
+            .field("path", &self.path)
+            .field("pointer", &self.pointer)
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
 }
 
 impl PermissionsConfig {
     /// Reads the project file, then the user file (either may be missing).
     /// The project wins for `mode` and `require_plan_artifact`; the `allow`,
-    /// `deny` and `poll_allow` lists of both apply.
+    /// `deny` and `poll_allow` lists of both apply; each file's `gateway`
+    /// section is kept as written ([`PermissionsConfig::gateway`]).
     pub fn load(project: &Path, user: Option<&Path>) -> Result<PermissionsConfig> {
         let mut config = PermissionsConfig {
             project_file: Some(project.to_owned()),
@@ -115,24 +121,13 @@ impl PermissionsConfig {
                 continue;
             };
             cx.keys(root, "", &["permissions", "tools", "gateway", "$schema"]);
-            if let Some(gateway) = root.get("gateway").and_then(|v| cx.object(v, "/gateway")) {
-                for token in cx.gateway_tokens(gateway) {
-                    if !config.gateway_tokens.iter().any(|t| t.name == token.name) {
-                        config.gateway_tokens.push(token);
-                    }
-                }
-                // The first file that sets a limit wins (the project's).
-                let max = cx.positive(gateway, "/gateway", "max_sessions");
-                let per_token = cx.positive(gateway, "/gateway", "max_sessions_per_token");
-                let idle = cx.positive(gateway, "/gateway", "session_idle_timeout_secs");
-                let limits = &mut config.gateway_limits;
-                limits.max_sessions = limits
-                    .max_sessions
-                    .or(max.and_then(|n| usize::try_from(n).ok()));
-                limits.max_sessions_per_token = limits
-                    .max_sessions_per_token
-                    .or(per_token.and_then(|n| usize::try_from(n).ok()));
-                limits.session_idle_timeout_secs = limits.session_idle_timeout_secs.or(idle);
+            if let Some(gateway) = root.get("gateway") {
+                config.gateway.push(Section {
+                    path: path.to_owned(),
+                    text: text.clone(),
+                    pointer: "/gateway".to_owned(),
+                    value: gateway.clone(),
+                });
             }
             if let Some(perms) = root
                 .get("permissions")
@@ -226,92 +221,6 @@ impl Cx<'_> {
 
     fn keys(&mut self, obj: &Map<String, Value>, base: &str, known: &[&str]) {
         self.problems.unknown_keys(obj, base, known);
-    }
-
-    /// `obj[key]` when it is a whole number from 1 to 2^32 - 1; a problem when
-    /// it is anything else; `None` when it is absent.
-    fn positive(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Option<u64> {
-        let v = obj.get(key)?;
-        match v.as_u64() {
-            Some(n) if (1..=u64::from(u32::MAX)).contains(&n) => Some(n),
-            _ => {
-                self.problem(
-                    &format!("{base}/{key}"),
-                    &format!("expected a whole number of at least 1, not {v}"),
-                    &format!("write \"{key}\": 100 (no quotes), or remove it for the default"),
-                );
-                None
-            }
-        }
-    }
-
-    /// `gateway: {"tokens": {"<name>": {"env": "VAR", "trust_level": "public"}}}`.
-    fn gateway_tokens(&mut self, gateway: &Map<String, Value>) -> Vec<GatewayToken> {
-        use core_agent_mcp_config::TrustLevel;
-        self.keys(
-            gateway,
-            "/gateway",
-            &[
-                "tokens",
-                "max_sessions",
-                "max_sessions_per_token",
-                "session_idle_timeout_secs",
-            ],
-        );
-        let Some(tokens) = gateway
-            .get("tokens")
-            .and_then(|v| self.object(v, "/gateway/tokens"))
-        else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (name, entry) in tokens {
-            let base = format!("/gateway/tokens/{}", escape_pointer(name));
-            let Some(entry) = self.object(entry, &base) else {
-                continue;
-            };
-            self.keys(entry, &base, &["env", "trust_level"]);
-            let env = match entry.get("env").and_then(Value::as_str) {
-                Some(env) if !env.is_empty() && !env.contains('=') => env.to_owned(),
-                _ => {
-                    self.problem(
-                        &format!("{base}/env"),
-                        "expected the name of the environment variable that holds the token",
-                        "write \"env\": \"MY_GATEWAY_TOKEN\" and export MY_GATEWAY_TOKEN in the environment the gateway starts in",
-                    );
-                    continue;
-                }
-            };
-            let levels = TrustLevel::ALL.map(TrustLevel::as_str).join("\", \"");
-            let trust_level = match entry.get("trust_level").and_then(Value::as_str) {
-                Some(level) => match TrustLevel::parse(level) {
-                    Some(level) => level,
-                    None => {
-                        self.problem(
-                            &format!("{base}/trust_level"),
-                            &format!("unknown trust level \"{level}\""),
-                            &format!("use one of \"{levels}\""),
-                        );
-                        continue;
-                    }
-                },
-                None => {
-                    self.problem(
-                        &format!("{base}/trust_level"),
-                        "every gateway token needs a trust level",
-                        &format!("add \"trust_level\": one of \"{levels}\""),
-                    );
-                    continue;
-                }
-            };
-            out.push(GatewayToken {
-                name: name.clone(),
-                env,
-                trust_level,
-                source: self.path.to_owned(),
-            });
-        }
-        out
     }
 
     fn patterns(&mut self, obj: &Map<String, Value>, base: &str, key: &str) -> Vec<Pattern> {

@@ -5,7 +5,7 @@ mod error;
 mod gate;
 mod pattern;
 
-pub use config::{GatewayLimits, GatewayToken, Mode, PermissionsConfig};
+pub use config::{Mode, PermissionsConfig, Section};
 pub use core_agent_mcp_config::Problem;
 pub use error::{Error, Result};
 pub use gate::{

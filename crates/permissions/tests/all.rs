@@ -110,82 +110,44 @@ fn a_file_that_is_not_an_object_or_not_json() {
 }
 
 #[test]
-fn gateway_tokens_map_names_to_env_vars_and_trust_levels_project_first() {
+fn the_gateway_section_is_kept_as_written_project_first() {
     let (_d, p, u) = files(
-        Some(r#"{"gateway": {"tokens": {"bot": {"env": "CA_BOT", "trust_level": "public"}}}}"#),
-        Some(
-            r#"{"gateway": {"tokens": {"bot": {"env": "CA_OTHER", "trust_level": "creator"},
-                                        "me": {"env": "CA_ME", "trust_level": "creator"}}}}"#,
-        ),
+        Some("{\n  \"gateway\": {\"tokens\": 1}\n}"),
+        Some(r#"{"permissions": {}, "gateway": []}"#),
     );
     let c = PermissionsConfig::load(&p, Some(&u)).unwrap();
-    let tokens: Vec<(&str, &str, &str)> = c
-        .gateway_tokens
+    let sections: Vec<(&std::path::Path, &str, String)> = c
+        .gateway
         .iter()
-        .map(|t| (t.name.as_str(), t.env.as_str(), t.trust_level.as_str()))
+        .map(|s| (s.path.as_path(), s.pointer.as_str(), s.value.to_string()))
         .collect();
     assert_eq!(
-        tokens,
-        [("bot", "CA_BOT", "public"), ("me", "CA_ME", "creator")]
+        sections,
+        [
+            (p.as_path(), "/gateway", r#"{"tokens":1}"#.to_owned()),
+            (u.as_path(), "/gateway", "[]".to_owned()),
+        ]
     );
-}
-
-#[test]
-fn gateway_session_limits_are_read_project_first() {
-    let (_d, p, u) = files(
-        Some(r#"{"gateway": {"max_sessions": 40, "session_idle_timeout_secs": 90}}"#),
-        Some(r#"{"gateway": {"max_sessions": 7, "max_sessions_per_token": 5}}"#),
+    // Its reader places its problems in its file.
+    let mut problems = c.gateway[0].problems();
+    problems.push(
+        None,
+        "/gateway/tokens",
+        "expected a JSON object",
+        "write {…}",
     );
-    let c = PermissionsConfig::load(&p, Some(&u)).unwrap();
     assert_eq!(
-        c.gateway_limits,
-        core_agent_permissions::GatewayLimits {
-            max_sessions: Some(40),
-            max_sessions_per_token: Some(5),
-            session_idle_timeout_secs: Some(90),
-        }
+        problems.into_problems()[0].to_string(),
+        format!(
+            "{}:2:15: /gateway/tokens: expected a JSON object; write {{…}}",
+            p.display()
+        )
     );
     let (_d, p, _u) = files(Some("{}"), None);
-    let c = PermissionsConfig::load(&p, None).unwrap();
-    assert_eq!(c.gateway_limits, Default::default());
-}
-
-#[test]
-fn a_bad_gateway_session_limit_names_the_field_and_the_fix() {
-    let (_d, p, _u) = files(
-        Some(
-            r#"{"gateway": {"max_sessions": 0, "max_sessions_per_token": "10", "session_idle_timeout_secs": 1.5, "max_session": 3}}"#,
-        ),
-        None,
+    assert!(
+        PermissionsConfig::load(&p, None)
+            .unwrap()
+            .gateway
+            .is_empty()
     );
-    let err = PermissionsConfig::load(&p, None).unwrap_err().to_string();
-    for want in [
-        "/gateway/max_sessions: expected a whole number of at least 1, not 0",
-        "/gateway/max_sessions_per_token: expected a whole number of at least 1, not \"10\"",
-        "write \"max_sessions_per_token\": 100 (no quotes)",
-        "/gateway/session_idle_timeout_secs: expected a whole number of at least 1, not 1.5",
-        "/gateway/max_session: unknown field `max_session`; did you mean `max_sessions`?",
-    ] {
-        assert!(err.contains(want), "missing {want:?} in:\n{err}");
-    }
-}
-
-#[test]
-fn a_bad_gateway_token_names_the_field_and_the_fix() {
-    let (_d, p, _u) = files(
-        Some(
-            r#"{"gateway": {"tokens": {"a": {"env": "X", "trust_level": "admin"}, "b": {"trust_level": "user"}, "c": {"env": "Y"}}, "token": 1}}"#,
-        ),
-        None,
-    );
-    let err = PermissionsConfig::load(&p, None).unwrap_err().to_string();
-    for want in [
-        "/gateway/tokens/a/trust_level: unknown trust level \"admin\"",
-        "use one of \"creator\", \"agent\", \"user\", \"public\"",
-        "/gateway/tokens/b/env: expected the name of the environment variable",
-        "/gateway/tokens/c/trust_level: every gateway token needs a trust level",
-        "/gateway/token: unknown field `token`; did you mean `tokens`?",
-    ] {
-        assert!(err.contains(want), "missing {want:?} in:\n{err}");
-    }
 }

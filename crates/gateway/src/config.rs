@@ -1,0 +1,342 @@
+//! The `gateway` section of `config.json`: who may connect over HTTP
+//! (`tokens`) and how many sessions are held, for how long. `permissions`
+//! reads the files and keeps the section as written; it is checked here,
+//! its problems reported like the rest of the file's (file, line, column,
+//! pointer, fix).
+
+use core_agent_mcp_config::{Error, FileProblems, Problem, TrustLevel, escape_pointer};
+use core_agent_permissions::Section;
+use serde_json::{Map, Value};
+
+use crate::GatewayToken;
+
+/// The `gateway` sections of the project's and the user's `config.json`,
+/// merged: tokens by name and each limit by key, the project file winning.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// `gateway.tokens`: who may connect over HTTP, by name; a name in the
+    /// project file wins over the same name in the user file.
+    pub tokens: Vec<GatewayToken>,
+    /// `gateway.max_sessions`, `gateway.max_sessions_per_token` and
+    /// `gateway.session_idle_timeout_secs`; each as the project file sets
+    /// it, else the user file, else unset (the gateway's default).
+    pub limits: GatewayLimits,
+}
+
+/// How many MCP sessions the HTTP gateway holds, and for how long an idle
+/// one lives (`gateway.*` in `config.json`); `None`: the default of
+/// [`HttpOptions`](crate::HttpOptions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GatewayLimits {
+    /// `gateway.max_sessions`: open sessions over every token.
+    pub max_sessions: Option<usize>,
+    /// `gateway.max_sessions_per_token`: open sessions of one token.
+    pub max_sessions_per_token: Option<usize>,
+    /// `gateway.session_idle_timeout_secs`: seconds an idle session lives.
+    pub session_idle_timeout_secs: Option<u64>,
+}
+
+impl GatewayConfig {
+    /// Reads `sections` (`PermissionsConfig::gateway`: the project file's
+    /// first, then the user file's).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] with every problem of every section, file by file
+    /// and in file order, each naming its file, line, column and field (the
+    /// error `PermissionsConfig::load` gives for the rest of the file).
+    pub fn parse(sections: &[Section]) -> Result<GatewayConfig, Error> {
+        let mut config = GatewayConfig::default();
+        let mut problems = Vec::new();
+        for section in sections {
+            let mut cx = Cx {
+                section,
+                problems: section.problems(),
+            };
+            cx.section(&mut config);
+            problems.extend(cx.problems.into_problems());
+        }
+        if problems.is_empty() {
+            return Ok(config);
+        }
+        // Found field by field; shown file by file, in file order.
+        let file = |p: &Problem| sections.iter().position(|s| s.path == p.path);
+        problems.sort_by_key(|p| (file(p), p.line, p.column));
+        Err(Error::Invalid { problems })
+    }
+}
+
+/// Checking one file's section: the section, and the problems so far.
+struct Cx<'a> {
+    section: &'a Section,
+    problems: FileProblems<'a>,
+}
+
+impl Cx<'_> {
+    /// `{"tokens": {…}, "max_sessions": N, "max_sessions_per_token": N,
+    /// "session_idle_timeout_secs": N}`, merged into `config` where an
+    /// earlier file left a name or a key unset.
+    fn section(&mut self, config: &mut GatewayConfig) {
+        let section = self.section;
+        let base = section.pointer.as_str();
+        let Some(gateway) = self.object(&section.value, base) else {
+            return;
+        };
+        self.problems.unknown_keys(
+            gateway,
+            base,
+            &[
+                "tokens",
+                "max_sessions",
+                "max_sessions_per_token",
+                "session_idle_timeout_secs",
+            ],
+        );
+        for token in self.tokens(gateway) {
+            if !config.tokens.iter().any(|t| t.name == token.name) {
+                config.tokens.push(token);
+            }
+        }
+        // The first file that sets a limit wins (the project's).
+        let max = self.positive(gateway, "max_sessions");
+        let per_token = self.positive(gateway, "max_sessions_per_token");
+        let idle = self.positive(gateway, "session_idle_timeout_secs");
+        let limits = &mut config.limits;
+        limits.max_sessions = limits
+            .max_sessions
+            .or(max.and_then(|n| usize::try_from(n).ok()));
+        limits.max_sessions_per_token = limits
+            .max_sessions_per_token
+            .or(per_token.and_then(|n| usize::try_from(n).ok()));
+        limits.session_idle_timeout_secs = limits.session_idle_timeout_secs.or(idle);
+    }
+
+    fn problem(&mut self, pointer: &str, message: &str, fix: &str) {
+        self.problems.push(None, pointer, message, fix);
+    }
+
+    fn object<'v>(&mut self, v: &'v Value, pointer: &str) -> Option<&'v Map<String, Value>> {
+        let obj = v.as_object();
+        if obj.is_none() {
+            self.problem(pointer, "expected a JSON object", "write {…}");
+        }
+        obj
+    }
+
+    /// `gateway[key]` when it is a whole number from 1 to 2^32 - 1; a
+    /// problem when it is anything else; `None` when it is absent.
+    fn positive(&mut self, gateway: &Map<String, Value>, key: &str) -> Option<u64> {
+        let v = gateway.get(key)?;
+        match v.as_u64() {
+            Some(n) if (1..=u64::from(u32::MAX)).contains(&n) => Some(n),
+            _ => {
+                self.problem(
+                    &format!("{}/{key}", self.section.pointer),
+                    &format!("expected a whole number of at least 1, not {v}"),
+                    &format!("write \"{key}\": 100 (no quotes), or remove it for the default"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `"tokens": {"<name>": {"env": "VAR", "trust_level": "public"}}`.
+    fn tokens(&mut self, gateway: &Map<String, Value>) -> Vec<GatewayToken> {
+        let base = format!("{}/tokens", self.section.pointer);
+        let Some(tokens) = gateway.get("tokens").and_then(|v| self.object(v, &base)) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (name, entry) in tokens {
+            let base = format!("{base}/{}", escape_pointer(name));
+            let Some(entry) = self.object(entry, &base) else {
+                continue;
+            };
+            self.problems
+                .unknown_keys(entry, &base, &["env", "trust_level"]);
+            let env = match entry.get("env").and_then(Value::as_str) {
+                Some(env) if !env.is_empty() && !env.contains('=') => env.to_owned(),
+                _ => {
+                    self.problem(
+                        &format!("{base}/env"),
+                        "expected the name of the environment variable that holds the token",
+                        "write \"env\": \"MY_GATEWAY_TOKEN\" and export MY_GATEWAY_TOKEN in the environment the gateway starts in",
+                    );
+                    continue;
+                }
+            };
+            let levels = TrustLevel::ALL.map(TrustLevel::as_str).join("\", \"");
+            let trust_level = match entry.get("trust_level").and_then(Value::as_str) {
+                Some(level) => match TrustLevel::parse(level) {
+                    Some(level) => level,
+                    None => {
+                        self.problem(
+                            &format!("{base}/trust_level"),
+                            &format!("unknown trust level \"{level}\""),
+                            &format!("use one of \"{levels}\""),
+                        );
+                        continue;
+                    }
+                },
+                None => {
+                    self.problem(
+                        &format!("{base}/trust_level"),
+                        "every gateway token needs a trust level",
+                        &format!("add \"trust_level\": one of \"{levels}\""),
+                    );
+                    continue;
+                }
+            };
+            out.push(GatewayToken {
+                name: name.clone(),
+                env,
+                trust_level,
+                source: self.section.path.clone(),
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Through `PermissionsConfig::load`, as a front end reads them: the
+    //! positions are those of the real files.
+
+    use std::path::PathBuf;
+
+    use core_agent_permissions::PermissionsConfig;
+
+    use super::*;
+
+    fn files(project: Option<&str>, user: Option<&str>) -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("project.json");
+        let u = dir.path().join("user.json");
+        for (path, text) in [(&p, project), (&u, user)] {
+            if let Some(text) = text {
+                std::fs::write(path, text).unwrap();
+            }
+        }
+        (dir, p, u)
+    }
+
+    fn load(p: &std::path::Path, u: Option<&std::path::Path>) -> Result<GatewayConfig, Error> {
+        let permissions = PermissionsConfig::load(p, u).unwrap();
+        GatewayConfig::parse(&permissions.gateway)
+    }
+
+    #[test]
+    fn gateway_tokens_map_names_to_env_vars_and_trust_levels_project_first() {
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"tokens": {"bot": {"env": "CA_BOT", "trust_level": "public"}}}}"#),
+            Some(
+                r#"{"gateway": {"tokens": {"bot": {"env": "CA_OTHER", "trust_level": "creator"},
+                                        "me": {"env": "CA_ME", "trust_level": "creator"}}}}"#,
+            ),
+        );
+        let c = load(&p, Some(&u)).unwrap();
+        let tokens: Vec<(&str, &str, &str)> = c
+            .tokens
+            .iter()
+            .map(|t| (t.name.as_str(), t.env.as_str(), t.trust_level.as_str()))
+            .collect();
+        assert_eq!(
+            tokens,
+            [("bot", "CA_BOT", "public"), ("me", "CA_ME", "creator")]
+        );
+        assert_eq!(
+            (c.tokens[0].source.as_path(), c.tokens[1].source.as_path()),
+            (p.as_path(), u.as_path())
+        );
+    }
+
+    #[test]
+    fn gateway_session_limits_are_read_project_first() {
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"max_sessions": 40, "session_idle_timeout_secs": 90}}"#),
+            Some(r#"{"gateway": {"max_sessions": 7, "max_sessions_per_token": 5}}"#),
+        );
+        let c = load(&p, Some(&u)).unwrap();
+        assert_eq!(
+            c.limits,
+            GatewayLimits {
+                max_sessions: Some(40),
+                max_sessions_per_token: Some(5),
+                session_idle_timeout_secs: Some(90),
+            }
+        );
+        let (_d, p, _u) = files(Some("{}"), None);
+        let c = load(&p, None).unwrap();
+        assert_eq!(c.limits, Default::default());
+        assert_eq!(
+            GatewayConfig::parse(&[]).ok(),
+            Some(GatewayConfig::default())
+        );
+    }
+
+    #[test]
+    fn a_bad_gateway_session_limit_names_the_field_and_the_fix() {
+        let (_d, p, _u) = files(
+            Some(
+                r#"{"gateway": {"max_sessions": 0, "max_sessions_per_token": "10", "session_idle_timeout_secs": 1.5, "max_session": 3}}"#,
+            ),
+            None,
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/max_sessions: expected a whole number of at least 1, not 0",
+            "/gateway/max_sessions_per_token: expected a whole number of at least 1, not \"10\"",
+            "write \"max_sessions_per_token\": 100 (no quotes)",
+            "/gateway/session_idle_timeout_secs: expected a whole number of at least 1, not 1.5",
+            "/gateway/max_session: unknown field `max_session`; did you mean `max_sessions`?",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
+    }
+
+    #[test]
+    fn a_bad_gateway_token_names_the_field_and_the_fix() {
+        let (_d, p, _u) = files(
+            Some(
+                r#"{"gateway": {"tokens": {"a": {"env": "X", "trust_level": "admin"}, "b": {"trust_level": "user"}, "c": {"env": "Y"}}, "token": 1}}"#,
+            ),
+            None,
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/tokens/a/trust_level: unknown trust level \"admin\"",
+            "use one of \"creator\", \"agent\", \"user\", \"public\"",
+            "/gateway/tokens/b/env: expected the name of the environment variable",
+            "/gateway/tokens/c/trust_level: every gateway token needs a trust level",
+            "/gateway/token: unknown field `token`; did you mean `tokens`?",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
+    }
+
+    #[test]
+    fn problems_name_file_line_and_column_file_by_file() {
+        let (_d, p, u) = files(
+            Some("{\n  \"gateway\": {\n    \"max_sessions\": 0,\n    \"tokens\": []\n  }\n}"),
+            Some(r#"{"gateway": {"tokens": {"a/b": 3}}}"#),
+        );
+        let err = load(&p, Some(&u)).map(drop).unwrap_err().to_string();
+        let (f, g) = (p.display(), u.display());
+        assert_eq!(
+            err,
+            format!(
+                "{f}:3:5: /gateway/max_sessions: expected a whole number of at least 1, not 0; write \"max_sessions\": 100 (no quotes), or remove it for the default\n\
+                 {f}:4:5: /gateway/tokens: expected a JSON object; write {{…}}\n\
+                 {g}:1:25: /gateway/tokens/a~1b: expected a JSON object; write {{…}}"
+            )
+        );
+        let (_d, p, _u) = files(Some("{\"gateway\": 1}"), None);
+        assert_eq!(
+            load(&p, None).map(drop).unwrap_err().to_string(),
+            format!(
+                "{}:1:2: /gateway: expected a JSON object; write {{…}}",
+                p.display()
+            )
+        );
+    }
+}
