@@ -39,7 +39,7 @@ use core_agent_digest::{SqliteStore, Store};
 use core_agent_gateway::GatewayOptions;
 use core_agent_host::{
     BatchLine, CallRequest, DoctorOptions, DoctorReport, Host, HostConfig, HostOptions,
-    OutcomeLine, Overrides, Session, SessionOptions, UsageReport, load_permissions, project_root,
+    OutcomeLine, Overrides, Session, SessionOptions, UsageReport, permission_files, project_root,
 };
 use core_agent_mcp_config::{ConfigPaths, Dialect, NewServer, Scope, TrustLevel};
 use core_agent_mcp_policy::ServerSummary;
@@ -47,7 +47,7 @@ use core_agent_mcp_transport::model::{
     CallToolResult, ContentBlock, ElicitRequestParams, ElicitResult, ElicitationAction, JsonObject,
 };
 use core_agent_mcp_transport::{BoxFuture, Elicitor, ProgressSink, describe_request};
-use core_agent_permissions::{ApproveAll, Mode, RefuseAll};
+use core_agent_permissions::{ApproveAll, Mode, PermissionsConfig, RefuseAll};
 use term::{CallLine, Screen, Startup};
 
 /// An MCP host for AI agents: mount MCP servers, see their tools, call them.
@@ -632,7 +632,14 @@ async fn run(cli: Cli) -> u8 {
         print_config(&config, *json);
         return 0;
     }
-    let permissions = match load_permissions(&cli.global.agents_dir) {
+    // The gateway's section is checked with the rest of config.json, so
+    // one run names every problem of the files.
+    let (project_permissions, user_permissions) = permission_files(&cli.global.agents_dir);
+    let permissions = match PermissionsConfig::load_checking(
+        &project_permissions,
+        user_permissions.as_deref(),
+        &core_agent_gateway::GatewayConfig::problems,
+    ) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("core-agent: bad config:\n{e}");

@@ -45,6 +45,27 @@ impl GatewayConfig {
     /// and in file order, each naming its file, line, column and field (the
     /// error `PermissionsConfig::load` gives for the rest of the file).
     pub fn parse(sections: &[Section]) -> Result<GatewayConfig, Error> {
+        let (config, mut problems) = GatewayConfig::read(sections);
+        if problems.is_empty() {
+            return Ok(config);
+        }
+        // Found field by field; shown file by file, in file order.
+        let file = |p: &Problem| sections.iter().position(|s| s.path == p.path);
+        problems.sort_by_key(|p| (file(p), p.line, p.column));
+        Err(Error::Invalid { problems })
+    }
+}
+
+impl GatewayConfig {
+    /// The problems of `sections`, for
+    /// `PermissionsConfig::load_checking`, which lists them with the rest
+    /// of the files' problems.
+    pub fn problems(sections: &[Section]) -> Vec<Problem> {
+        GatewayConfig::read(sections).1
+    }
+
+    /// The sections merged, and their problems in the order found.
+    fn read(sections: &[Section]) -> (GatewayConfig, Vec<Problem>) {
         let mut config = GatewayConfig::default();
         let mut problems = Vec::new();
         for section in sections {
@@ -55,13 +76,7 @@ impl GatewayConfig {
             cx.section(&mut config);
             problems.extend(cx.problems.into_problems());
         }
-        if problems.is_empty() {
-            return Ok(config);
-        }
-        // Found field by field; shown file by file, in file order.
-        let file = |p: &Problem| sections.iter().position(|s| s.path == p.path);
-        problems.sort_by_key(|p| (file(p), p.line, p.column));
-        Err(Error::Invalid { problems })
+        (config, problems)
     }
 }
 
@@ -248,6 +263,39 @@ mod tests {
             (c.tokens[0].source.as_path(), c.tokens[1].source.as_path()),
             (p.as_path(), u.as_path())
         );
+    }
+
+    #[test]
+    fn loaded_with_the_gateways_check_one_list_names_every_problem_of_the_files() {
+        let (_d, p, u) = files(
+            Some(
+                r#"{"permissions": {"mode": "sometimes"},
+ "gateway": {"tokens": {"bot": {"env": "CA_BOT"}}}}"#,
+            ),
+            Some(r#"{"gateway": {"max_sessions": "many"}}"#),
+        );
+        let Err(Error::Invalid { problems }) =
+            PermissionsConfig::load_checking(&p, Some(&u), &GatewayConfig::problems)
+        else {
+            panic!("expected the problems of both files");
+        };
+        let found: Vec<(bool, &str)> = problems
+            .iter()
+            .map(|q| (q.path == p, q.pointer.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (true, "/permissions/mode"),
+                (true, "/gateway/tokens/bot/trust_level"),
+                (false, "/gateway/max_sessions"),
+            ],
+            "{problems:?}"
+        );
+        // Without the check, the gateway's sections are not read.
+        assert!(PermissionsConfig::load(&p, Some(&u)).is_err());
+        let fine = files(Some(r#"{"gateway": {"max_sessions": "many"}}"#), None);
+        assert!(PermissionsConfig::load(&fine.1, None).is_ok());
     }
 
     #[test]

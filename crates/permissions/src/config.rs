@@ -100,6 +100,17 @@ impl PermissionsConfig {
     /// `deny` and `poll_allow` lists of both apply; each file's `gateway`
     /// section is kept as written ([`PermissionsConfig::gateway`]).
     pub fn load(project: &Path, user: Option<&Path>) -> Result<PermissionsConfig> {
+        PermissionsConfig::load_checking(project, user, &|_| Vec::new())
+    }
+
+    /// [`PermissionsConfig::load`], with the problems `check` finds in the
+    /// `gateway` sections (the gateway's reader) in the same list as the
+    /// rest, so one run names every problem of the files.
+    pub fn load_checking(
+        project: &Path,
+        user: Option<&Path>,
+        check: &dyn Fn(&[Section]) -> Vec<core_agent_mcp_config::Problem>,
+    ) -> Result<PermissionsConfig> {
         let mut config = PermissionsConfig {
             project_file: Some(project.to_owned()),
             ..PermissionsConfig::default()
@@ -190,6 +201,7 @@ impl PermissionsConfig {
             }
             problems.extend(cx.problems.into_problems());
         }
+        problems.extend(check(&config.gateway));
         if problems.is_empty() {
             Ok(config)
         } else {
