@@ -7,24 +7,30 @@ use std::time::Instant;
 use crate::json::{self, Json};
 use crate::{Result, cargo, run};
 
-/// One `cargo check` of one library crate with one set of features.
+/// One `cargo check` (or `cargo test`) of one library crate with one set
+/// of features.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FeatureCheck {
+    /// `check` or `test`.
+    pub(crate) command: &'static str,
     pub(crate) package: String,
     /// The cargo arguments after `-p <package>`.
     pub(crate) args: Vec<String>,
 }
 
 impl FeatureCheck {
-    /// `core-agent-digest --no-default-features --features sqlite`.
+    /// `check core-agent-digest --no-default-features --features sqlite`.
     pub(crate) fn label(&self) -> String {
-        format!("{} {}", self.package, self.args.join(" "))
+        format!("{} {} {}", self.command, self.package, self.args.join(" "))
     }
 }
 
 /// The checks for every library crate of `cargo metadata --no-deps` output: a
-/// published package with a `lib` target gets `--no-default-features`, each
-/// feature alone (on top of no defaults), and `--all-features`.
+/// published package with a `lib` target is checked with
+/// `--no-default-features`, each feature alone (on top of no defaults), and
+/// `--all-features`, and its tests run with `--no-default-features` (the
+/// workspace's own test run unifies features, so it never builds a crate
+/// without the features its siblings enable).
 pub(crate) fn feature_plan(metadata: &Json) -> Result<Vec<FeatureCheck>> {
     let packages = metadata
         .get("packages")
@@ -53,6 +59,7 @@ pub(crate) fn feature_plan(metadata: &Json) -> Result<Vec<FeatureCheck>> {
             continue;
         }
         let check = |args: &[&str]| FeatureCheck {
+            command: "check",
             package: name.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
         };
@@ -62,6 +69,10 @@ pub(crate) fn feature_plan(metadata: &Json) -> Result<Vec<FeatureCheck>> {
             plan.push(check(&["--no-default-features", "--features", feature]));
         }
         plan.push(check(&["--all-features"]));
+        plan.push(FeatureCheck {
+            command: "test",
+            ..check(&["--no-default-features"])
+        });
     }
     Ok(plan)
 }
@@ -88,7 +99,7 @@ pub(crate) fn features() -> Result<()> {
     for check in &plan {
         let started = Instant::now();
         let mut cmd = cargo();
-        cmd.args(["check", "--quiet", "-p", &check.package])
+        cmd.args([check.command, "--quiet", "-p", &check.package])
             .args(&check.args);
         let ok = cmd.status().is_ok_and(|s| s.success());
         println!(
@@ -184,10 +195,11 @@ mod tests {
         assert_eq!(
             plan,
             [
-                "core-agent-host --no-default-features",
-                "core-agent-host --no-default-features --features demo",
-                "core-agent-host --no-default-features --features sqlite",
-                "core-agent-host --all-features",
+                "check core-agent-host --no-default-features",
+                "check core-agent-host --no-default-features --features demo",
+                "check core-agent-host --no-default-features --features sqlite",
+                "check core-agent-host --all-features",
+                "test core-agent-host --no-default-features",
             ]
         );
     }

@@ -12,7 +12,8 @@
 //! - `features`: `cargo check` of each library crate (a published package
 //!   with a lib target, read from `cargo metadata`) with
 //!   `--no-default-features`, with each feature alone and with
-//!   `--all-features`; names each crate and feature set that fails.
+//!   `--all-features`, and `cargo test` of each with
+//!   `--no-default-features`; names each crate and feature set that fails.
 //! - `doc`: `RUSTDOCFLAGS='-D warnings' cargo doc --workspace --no-deps
 //!   --all-features` (what docs.rs builds, warnings denied).
 //! - `package`: `cargo package --workspace`, which builds each package from

@@ -51,25 +51,24 @@ pub(crate) fn resolve(
 
 /// Up to three names close to `name` that a caller of `level` may use, best
 /// first: tools whose own name is `name` (the namespace was left out), then
-/// near spellings.
+/// near spellings (mcp-config's did-you-mean, the one the config's keys use).
 pub(crate) fn suggest(catalog: &Catalog, name: &str, level: TrustLevel) -> Vec<String> {
     let bare = core_agent_mcp_policy::sanitize(name);
-    let mut scored: Vec<(f64, &str)> = catalog
+    let mut out: Vec<&str> = catalog
         .visible(level)
-        .map(|e| {
-            let score = if core_agent_mcp_policy::sanitize(&e.tool) == bare {
-                2.0
-            } else {
-                strsim::jaro_winkler(name, &e.name)
-            };
-            (score, e.name.as_str())
-        })
-        .filter(|(score, _)| *score >= 0.88)
+        .filter(|e| core_agent_mcp_policy::sanitize(&e.tool) == bare)
+        .map(|e| e.name.as_str())
         .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
-    scored
-        .into_iter()
-        .take(3)
-        .map(|(_, n)| n.to_owned())
-        .collect()
+    out.sort_unstable();
+    let near = core_agent_mcp_config::suggestions(
+        name,
+        catalog.visible(level).map(|e| e.name.as_str()),
+        3,
+    );
+    for n in near {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out.into_iter().take(3).map(str::to_owned).collect()
 }
