@@ -10,7 +10,8 @@ use core_agent_host::Host;
 use core_agent_mcp_config::TrustLevel;
 use core_agent_permissions::{GatewayLimits, GatewayToken};
 
-use crate::{FAILED, StopSignals, USAGE};
+use crate::signals::StopSignals;
+use crate::{FAILED, USAGE};
 
 /// The environment variable that supplies the default HTTP token.
 const TOKEN_ENV: &str = "CORE_AGENT_GATEWAY_TOKEN";

@@ -1,0 +1,23 @@
+//! `core-agent mcp init`: creates the project's `mcp.json` with no servers.
+
+use core_agent_mcp_config::ConfigPaths;
+
+use super::write_file;
+use crate::FAILED;
+
+pub(crate) fn init(paths: &ConfigPaths) -> u8 {
+    if paths.project.exists() {
+        outln!("{} already exists; left as it is", paths.project.display());
+        return 0;
+    }
+    match write_file(&paths.project, core_agent_mcp_config::INIT_TEXT) {
+        Ok(()) => {
+            outln!("created {}", paths.project.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("core-agent: cannot write {}: {e}", paths.project.display());
+            FAILED
+        }
+    }
+}

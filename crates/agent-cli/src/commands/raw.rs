@@ -1,0 +1,41 @@
+//! `core-agent raw`: a digested result's raw payload, from `--session-db`.
+
+use std::path::Path;
+
+use core_agent_digest::Store;
+
+use super::open_db;
+use crate::FAILED;
+
+pub(crate) fn raw(db: Option<&Path>, call_id: &str, pointer: Option<&str>) -> u8 {
+    let store = match open_db(db) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    match store.get(call_id) {
+        Ok(Some(record)) => match pointer {
+            None => {
+                outln!("{}", record.payload);
+                0
+            }
+            Some(p) => match core_agent_digest::extract(&record.payload, p) {
+                Ok(part) => {
+                    outln!("{part}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("core-agent: {e}");
+                    FAILED
+                }
+            },
+        },
+        Ok(None) => {
+            eprintln!("core-agent: no raw payload is stored under `{call_id}`");
+            FAILED
+        }
+        Err(e) => {
+            eprintln!("core-agent: {e}");
+            FAILED
+        }
+    }
+}
