@@ -122,26 +122,7 @@ pub(crate) enum Command {
         json: bool,
     },
     /// Call a tool by its namespaced name, through the permission gate.
-    Call {
-        /// The namespaced tool name, as `core-agent tools` lists it.
-        #[arg(required_unless_present = "batch")]
-        name: Option<String>,
-        /// The arguments as a JSON object (default `{}`); `-` reads them from stdin.
-        args: Option<String>,
-        /// Print the whole MCP CallToolResult as JSON.
-        #[arg(long)]
-        json: bool,
-        /// Run a turn of calls: JSON lines `{"name": …, "arguments": {…}}` from FILE (`-`: stdin);
-        /// prints one JSON line per call, in input order.
-        #[arg(long, value_name = "FILE", conflicts_with_all = ["name", "args"])]
-        batch: Option<String>,
-        /// Override the configured permission mode.
-        #[arg(long, value_enum)]
-        mode: Option<ModeArg>,
-        /// Approve every call the gate would ask about.
-        #[arg(long)]
-        yes: bool,
-    },
+    Call(CallCommand),
     /// Print the raw payload of a digested result, from `--session-db`.
     Raw {
         /// The `call_id` from the digest.
@@ -163,37 +144,7 @@ pub(crate) enum Command {
     /// (asks become elicitations), plan-first, limits and the digest with retrieve_raw.
     /// Over HTTP a bearer token is required: CORE_AGENT_GATEWAY_TOKEN, the tokens of
     /// config.json's gateway.tokens, or one generated and printed at start.
-    Serve {
-        /// Listen for MCP over streamable HTTP at this address, such as 127.0.0.1:8940
-        /// (the endpoint is /mcp; the sessions API and /health share the listener).
-        #[arg(long, value_name = "ADDR")]
-        http: Option<std::net::SocketAddr>,
-        /// Accept HTTP requests without a token (loopback addresses only; for experiments).
-        #[arg(long, requires = "http")]
-        no_auth: bool,
-        /// Also accept this name in the Host header (repeatable; loopback names always are).
-        #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
-        allow_host: Vec<String>,
-        /// Open MCP sessions at most, over every token (default 512, or
-        /// gateway.max_sessions); past it, the session idle the longest is closed.
-        #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
-        max_sessions: Option<u32>,
-        /// Open MCP sessions at most per token (default 128, or
-        /// gateway.max_sessions_per_token); past it, that token's session idle the longest is closed.
-        #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
-        max_sessions_per_token: Option<u32>,
-        /// Close an MCP session idle this many seconds (default 1800, or
-        /// gateway.session_idle_timeout_secs).
-        #[arg(long, value_name = "SECS", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
-        session_idle_timeout: Option<u32>,
-        /// Override the configured permission mode for every session.
-        #[arg(long, value_enum)]
-        mode: Option<ModeArg>,
-        /// The parent model whose input price values the tokens the digest saved
-        /// (GET /sessions/{id}/context; a request may name another with ?model=).
-        #[arg(long, value_name = "MODEL")]
-        parent_model: Option<String>,
-    },
+    Serve(ServeCommand),
     /// Serve the built-in demo MCP server on stdin/stdout.
     DemoServer,
     /// Internal: run a stdio server under supervision, so that nothing it
@@ -205,6 +156,63 @@ pub(crate) enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
         words: Vec<std::ffi::OsString>,
     },
+}
+
+// `core-agent call`'s arguments (its help text is the variant's doc comment).
+#[derive(Debug, Args)]
+pub(crate) struct CallCommand {
+    /// The namespaced tool name, as `core-agent tools` lists it.
+    #[arg(required_unless_present = "batch")]
+    pub(crate) name: Option<String>,
+    /// The arguments as a JSON object (default `{}`); `-` reads them from stdin.
+    pub(crate) args: Option<String>,
+    /// Print the whole MCP CallToolResult as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Run a turn of calls: JSON lines `{"name": …, "arguments": {…}}` from FILE (`-`: stdin);
+    /// prints one JSON line per call, in input order.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["name", "args"])]
+    pub(crate) batch: Option<String>,
+    /// Override the configured permission mode.
+    #[arg(long, value_enum)]
+    pub(crate) mode: Option<ModeArg>,
+    /// Approve every call the gate would ask about.
+    #[arg(long)]
+    pub(crate) yes: bool,
+}
+
+// `core-agent serve`'s arguments (its help text is the variant's doc comment).
+#[derive(Debug, Args)]
+pub(crate) struct ServeCommand {
+    /// Listen for MCP over streamable HTTP at this address, such as 127.0.0.1:8940
+    /// (the endpoint is /mcp; the sessions API and /health share the listener).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) http: Option<std::net::SocketAddr>,
+    /// Accept HTTP requests without a token (loopback addresses only; for experiments).
+    #[arg(long, requires = "http")]
+    pub(crate) no_auth: bool,
+    /// Also accept this name in the Host header (repeatable; loopback names always are).
+    #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
+    pub(crate) allow_host: Vec<String>,
+    /// Open MCP sessions at most, over every token (default 512, or
+    /// gateway.max_sessions); past it, the session idle the longest is closed.
+    #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_sessions: Option<u32>,
+    /// Open MCP sessions at most per token (default 128, or
+    /// gateway.max_sessions_per_token); past it, that token's session idle the longest is closed.
+    #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_sessions_per_token: Option<u32>,
+    /// Close an MCP session idle this many seconds (default 1800, or
+    /// gateway.session_idle_timeout_secs).
+    #[arg(long, value_name = "SECS", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) session_idle_timeout: Option<u32>,
+    /// Override the configured permission mode for every session.
+    #[arg(long, value_enum)]
+    pub(crate) mode: Option<ModeArg>,
+    /// The parent model whose input price values the tokens the digest saved
+    /// (GET /sessions/{id}/context; a request may name another with ?model=).
+    #[arg(long, value_name = "MODEL")]
+    pub(crate) parent_model: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,8 +1,38 @@
 //! `core-agent config show` and `config schema`.
 
-use crate::render::{clean, print_json};
+use core_agent_mcp_config::Dialect;
 
-pub(crate) fn print_config(config: &core_agent_mcp_config::Config, json: bool) {
+use crate::USAGE;
+use crate::cli::{DialectArg, Global};
+use crate::render::{clean, print_json};
+use crate::setup::{Setup, load_config};
+
+/// `config show`: the effective merged config, with where each value came from.
+pub(crate) fn show(global: &Global, json: bool) -> u8 {
+    let Some(Setup { paths, .. }) = Setup::new(global) else {
+        return USAGE;
+    };
+    let Some(config) = load_config(&paths) else {
+        return USAGE;
+    };
+    print_config(&config, json);
+    0
+}
+
+/// `config schema`: the JSON Schema of a dialect.
+pub(crate) fn schema(global: &Global, dialect: DialectArg) -> u8 {
+    if Setup::new(global).is_none() {
+        return USAGE;
+    }
+    let dialect = match dialect {
+        DialectArg::Core => Dialect::Core,
+        DialectArg::McpServers => Dialect::McpServers,
+    };
+    out!("{}", core_agent_mcp_config::schema(dialect));
+    0
+}
+
+fn print_config(config: &core_agent_mcp_config::Config, json: bool) {
     let report = core_agent_host::config_report(config);
     if json {
         print_json(&report);

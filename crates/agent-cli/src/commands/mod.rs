@@ -1,11 +1,13 @@
-//! One module per subcommand; `main` hands each command to its module.
+//! One module per subcommand, each with a `run` that `main` calls.
 
 pub(crate) mod call;
 pub(crate) mod config;
+pub(crate) mod demo_server;
 pub(crate) mod mcp;
 pub(crate) mod raw;
 pub(crate) mod serve;
 pub(crate) mod supervise;
+pub(crate) mod tools;
 pub(crate) mod usage;
 
 use std::path::Path;

@@ -1,14 +1,17 @@
 //! `core-agent raw`: a digested result's raw payload, from `--session-db`.
 
-use std::path::Path;
-
 use core_agent_digest::Store;
 
 use super::open_db;
-use crate::FAILED;
+use crate::cli::Global;
+use crate::setup::Setup;
+use crate::{FAILED, USAGE};
 
-pub(crate) fn raw(db: Option<&Path>, call_id: &str, pointer: Option<&str>) -> u8 {
-    let store = match open_db(db) {
+pub(crate) fn run(global: &Global, call_id: &str, pointer: Option<&str>) -> u8 {
+    if Setup::new(global).is_none() {
+        return USAGE;
+    }
+    let store = match open_db(global.session_db.as_deref()) {
         Ok(s) => s,
         Err(code) => return code,
     };

@@ -10,7 +10,11 @@ use core_agent_host::Host;
 use core_agent_mcp_config::TrustLevel;
 use core_agent_permissions::{GatewayLimits, GatewayToken};
 
+use crate::cli::{Global, ModeArg, ServeCommand};
+use crate::render::report_ready;
+use crate::setup::{Launch, Setup, restart_policy};
 use crate::signals::StopSignals;
+use crate::term::Screen;
 use crate::{FAILED, USAGE};
 
 /// The environment variable that supplies the default HTTP token.
@@ -18,7 +22,7 @@ const TOKEN_ENV: &str = "CORE_AGENT_GATEWAY_TOKEN";
 
 /// What `serve` was asked for.
 #[derive(Debug)]
-pub(crate) struct ServeArgs {
+struct ServeArgs {
     pub(crate) http: Option<SocketAddr>,
     pub(crate) no_auth: bool,
     pub(crate) allow_hosts: Vec<String>,
@@ -30,9 +34,78 @@ pub(crate) struct ServeArgs {
     pub(crate) warned: Arc<crate::warnings::WarningLog>,
 }
 
+pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
+    let Some(setup) = Setup::new(global) else {
+        return USAGE;
+    };
+    // stdout may be the MCP channel: never live lines.
+    let screen = Screen::new(false);
+    let Launch {
+        config,
+        mut options,
+        pricing,
+        gateway_tokens,
+        gateway_limits,
+        warned,
+        mut stop,
+    } = match Launch::new(global, &setup, &screen) {
+        Ok(launch) => launch,
+        Err(code) => return code,
+    };
+    // Long-lived runs bring a crashed server back; a one-shot call does not.
+    options.start.restart = Some(restart_policy());
+    let env = config.dotenv.over_process();
+    let ServeCommand {
+        http,
+        no_auth,
+        allow_host,
+        max_sessions,
+        max_sessions_per_token,
+        session_idle_timeout,
+        mode,
+        parent_model,
+    } = command;
+    // Backends' elicitations go to the client whose call caused them.
+    let elicitations = core_agent_gateway::ElicitRouter::new(Duration::from_secs(120));
+    options.start.elicitor = elicitations.clone();
+    // Clients connect at once; a slow server's tools appear when it is ready.
+    let host = Arc::new(Host::launch(&config, &env, options, Arc::new(report_ready)));
+    let gateway = GatewayOptions {
+        mode: mode.map(ModeArg::mode),
+        cost_ceiling: global.cost_ceiling,
+        pricing,
+        parent_model,
+        elicitations: Some(elicitations),
+        ..GatewayOptions::default()
+    };
+    let args = ServeArgs {
+        http,
+        no_auth,
+        allow_hosts: allow_host,
+        // A flag wins over config.json.
+        limits: core_agent_permissions::GatewayLimits {
+            max_sessions: max_sessions
+                .map(|n| n as usize)
+                .or(gateway_limits.max_sessions),
+            max_sessions_per_token: max_sessions_per_token
+                .map(|n| n as usize)
+                .or(gateway_limits.max_sessions_per_token),
+            session_idle_timeout_secs: session_idle_timeout
+                .map(u64::from)
+                .or(gateway_limits.session_idle_timeout_secs),
+        },
+        level: global.trust_level.level(),
+        drain: setup.call_timeout.unwrap_or(Duration::from_secs(30)),
+        warned: warned.clone(),
+    };
+    let code = serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
+    host.shutdown().await;
+    code
+}
+
 /// Runs the gateway until the client closes stdin (stdio) or a signal
 /// (both); drains the calls in flight; the caller then stops the backends.
-pub(crate) async fn serve(
+async fn serve(
     host: Arc<Host>,
     options: GatewayOptions,
     args: ServeArgs,

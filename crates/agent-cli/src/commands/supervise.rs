@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use crate::FAILED;
 
 /// `core-agent __supervise …`: runs one stdio server under supervision.
-pub(crate) fn supervise(words: Vec<std::ffi::OsString>) -> ExitCode {
+pub(crate) fn run(words: Vec<std::ffi::OsString>) -> ExitCode {
     use core_agent_mcp_transport::supervise::{self, Exit, Plan};
     let exit = match Plan::parse(words) {
         Ok(plan) => supervise::run(&plan),

@@ -1,20 +1,23 @@
 //! `core-agent usage`: a session's digest telemetry, from `--session-db`.
 
-use std::path::Path;
-
 use core_agent_digest::Store;
 use core_agent_host::UsageReport;
 
 use super::open_db;
-use crate::FAILED;
+use crate::cli::Global;
 use crate::render::{count, print_json};
+use crate::setup::Setup;
+use crate::{FAILED, USAGE};
 
-pub(crate) fn usage(db: Option<&Path>, session: Option<&str>, json: bool) -> u8 {
-    let store = match open_db(db) {
+pub(crate) fn run(global: &Global, json: bool) -> u8 {
+    if Setup::new(global).is_none() {
+        return USAGE;
+    }
+    let store = match open_db(global.session_db.as_deref()) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let session = match session {
+    let session = match global.session.as_deref() {
         Some(s) => s.to_owned(),
         None => match store.sessions().map(|s| s.last().cloned()) {
             Ok(Some(last)) => last,

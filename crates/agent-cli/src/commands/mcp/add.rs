@@ -6,11 +6,12 @@ use std::path::PathBuf;
 use core_agent_mcp_config::{ConfigPaths, NewServer};
 
 use super::write_file;
-use crate::cli::ScopeArg;
+use crate::cli::{Global, ScopeArg};
+use crate::setup::Setup;
 use crate::{FAILED, USAGE, words};
 
-pub(crate) fn add(
-    paths: &ConfigPaths,
+pub(crate) fn run(
+    global: &Global,
     name: &str,
     scope: ScopeArg,
     env: &[String],
@@ -18,6 +19,9 @@ pub(crate) fn add(
     headers: &[String],
     command: &[String],
 ) -> u8 {
+    let Some(Setup { paths, .. }) = Setup::new(global) else {
+        return USAGE;
+    };
     let server = match NewServer::from_args(url, headers, env, command) {
         Ok(server) => server,
         Err(e) => {
@@ -25,7 +29,7 @@ pub(crate) fn add(
             return USAGE;
         }
     };
-    let Some(path) = scope_file(paths, scope) else {
+    let Some(path) = scope_file(&paths, scope) else {
         eprintln!(
             "core-agent: HOME is not set, so there is no user config; pass --user-config FILE"
         );

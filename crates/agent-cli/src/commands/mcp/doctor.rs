@@ -1,11 +1,57 @@
 //! `core-agent mcp doctor`: the config's and the servers' findings, as
 //! text or JSON.
 
-use core_agent_host::DoctorReport;
+use std::sync::Arc;
 
+use core_agent_host::{DoctorOptions, DoctorReport, HostOptions};
+
+use crate::cli::Global;
 use crate::render::{clean, count, first_line, print_json, restricted_lines};
+use crate::setup::{NoticeDecline, Setup, supervisor};
+use crate::signals::StopSignals;
+use crate::{FAILED, USAGE};
 
-pub(crate) fn print_doctor(report: &DoctorReport, json: bool) {
+pub(crate) async fn run(global: &Global, cloud: bool, offline: bool, json: bool) -> u8 {
+    let Some(Setup {
+        paths,
+        start_timeout,
+        call_timeout,
+        ..
+    }) = Setup::new(global)
+    else {
+        return USAGE;
+    };
+    let loaded = core_agent_mcp_config::load(&paths);
+    let mut host = HostOptions {
+        call_timeout,
+        ..HostOptions::default()
+    };
+    host.start.timeout = start_timeout;
+    host.start.elicitor = Arc::new(NoticeDecline);
+    host.start.supervisor = supervisor();
+    host.start.credentials = core_agent_mcp_transport::oauth::CredentialsDir::user();
+    let doctor_options = DoctorOptions::new(host)
+        .with_cloud(cloud)
+        .with_offline(offline);
+    let mut stop = match StopSignals::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("core-agent: cannot catch SIGINT/SIGTERM: {e}");
+            return FAILED;
+        }
+    };
+    let report = tokio::select! {
+        report = core_agent_host::doctor(loaded.as_ref(), doctor_options) => report,
+        signal = stop.next() => {
+            eprintln!("core-agent: {signal}: stopped the servers");
+            return 130;
+        }
+    };
+    print_doctor(&report, json);
+    if report.errors > 0 { FAILED } else { 0 }
+}
+
+fn print_doctor(report: &DoctorReport, json: bool) {
     let report = &doctor_worded(report);
     if json {
         print_json(report);

@@ -1,11 +1,14 @@
 //! `core-agent mcp init`: creates the project's `mcp.json` with no servers.
 
-use core_agent_mcp_config::ConfigPaths;
-
 use super::write_file;
-use crate::FAILED;
+use crate::cli::Global;
+use crate::setup::Setup;
+use crate::{FAILED, USAGE};
 
-pub(crate) fn init(paths: &ConfigPaths) -> u8 {
+pub(crate) fn run(global: &Global) -> u8 {
+    let Some(Setup { paths, .. }) = Setup::new(global) else {
+        return USAGE;
+    };
     if paths.project.exists() {
         outln!("{} already exists; left as it is", paths.project.display());
         return 0;

@@ -4,6 +4,7 @@
 pub(crate) mod add;
 pub(crate) mod doctor;
 pub(crate) mod init;
+pub(crate) mod list;
 pub(crate) mod login;
 pub(crate) mod remove;
 pub(crate) mod trust;

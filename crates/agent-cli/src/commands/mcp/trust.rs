@@ -2,13 +2,35 @@
 
 use core_agent_host::{Host, HostOptions};
 
+use crate::cli::Global;
 use crate::render::{clean, count, print_json, report_ready};
+use crate::setup::{Launch, Setup};
 use crate::signals::StopSignals;
+use crate::term::Screen;
 use crate::{FAILED, USAGE};
+
+pub(crate) async fn run(global: &Global, server: &str, tool: Option<&str>, json: bool) -> u8 {
+    let Some(setup) = Setup::new(global) else {
+        return USAGE;
+    };
+    // No live lines: only the listings and `call` draw them.
+    let screen = Screen::new(false);
+    let Launch {
+        config,
+        options,
+        mut stop,
+        ..
+    } = match Launch::new(global, &setup, &screen) {
+        Ok(launch) => launch,
+        Err(code) => return code,
+    };
+    let env = config.dotenv.over_process();
+    trust(&config, &env, options, server, tool, json, &mut stop).await
+}
 
 /// `mcp trust`: starts only `server`, pins what it lists now (one tool or
 /// all) and says what changed.
-pub(crate) async fn trust(
+async fn trust(
     config: &core_agent_mcp_config::Config,
     env: &dyn core_agent_mcp_config::Env,
     options: HostOptions,
