@@ -8,7 +8,13 @@ use core_agent_permissions::Mode;
 
 /// An MCP host for AI agents: mount MCP servers, see their tools, call them.
 #[derive(Debug, Parser)]
-#[command(name = "core-agent", version, about, propagate_version = true)]
+#[command(
+    name = "core-agent",
+    // The version, and the git commit when built from a checkout (build.rs).
+    version = env!("CORE_AGENT_VERSION"),
+    about,
+    propagate_version = true
+)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) global: Global,
