@@ -153,6 +153,25 @@ pub(crate) enum Command {
     Serve(ServeCommand),
     /// Serve the built-in demo MCP server on stdin/stdout.
     DemoServer,
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    ///
+    /// Written where the shell looks, it completes every subcommand and flag, such as
+    /// `core-agent completions bash > ~/.local/share/bash-completion/completions/core-agent`;
+    /// the README says where zsh and fish look.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write it and one page per subcommand with --dir.
+    ///
+    /// `core-agent man | man -l -` shows it; `core-agent man --dir ~/.local/share/man/man1`
+    /// installs core-agent(1) and the pages it names, such as core-agent-mcp-list(1).
+    Man {
+        /// Write core-agent.1 and a page per subcommand (core-agent-mcp-list.1, …) into DIR.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Internal: run a stdio server under supervision, so that nothing it
     /// starts outlives core-agent (core-agent starts each stdio server this way):
     /// `__supervise <parent-pid> <grace-ms> <command> [<args>…]`.

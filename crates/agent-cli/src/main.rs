@@ -110,6 +110,8 @@ async fn run(cli: Cli) -> u8 {
         Command::Usage { json } => commands::usage::run(global, json),
         Command::Serve(serve) => commands::serve::run(global, serve).await,
         Command::DemoServer => commands::demo_server::run().await,
+        Command::Completions { shell } => commands::completions::run(shell),
+        Command::Man { dir } => commands::man::run(dir.as_deref()),
         // `main` runs it before the runtime starts.
         Command::Supervise { .. } => FAILED,
     }

@@ -1,8 +1,10 @@
 //! One module per subcommand, each with a `run` that `main` calls.
 
 pub(crate) mod call;
+pub(crate) mod completions;
 pub(crate) mod config;
 pub(crate) mod demo_server;
+pub(crate) mod man;
 pub(crate) mod mcp;
 pub(crate) mod raw;
 pub(crate) mod serve;
