@@ -21,6 +21,7 @@ pub(crate) fn show(global: &Global, json: bool) -> u8 {
 
 /// `config schema`: the JSON Schema of a dialect.
 pub(crate) fn schema(global: &Global, dialect: DialectArg) -> u8 {
+    // Bad --start-timeout or --call-timeout values are refused here too.
     if Setup::new(global).is_none() {
         return USAGE;
     }

@@ -10,6 +10,7 @@ use crate::setup::Setup;
 use crate::{FAILED, USAGE};
 
 pub(crate) fn run(global: &Global, json: bool) -> u8 {
+    // Bad --start-timeout or --call-timeout values are refused here too.
     if Setup::new(global).is_none() {
         return USAGE;
     }

@@ -135,6 +135,7 @@ async fn login(config: &Config, name: &str, no_browser: bool, timeout: Duration)
 /// `core-agent mcp logout <server>`: removes its credentials, whatever URL
 /// they were for.
 pub(crate) fn logout(global: &Global, name: &str) -> u8 {
+    // Bad --start-timeout or --call-timeout values are refused here too.
     if Setup::new(global).is_none() {
         return USAGE;
     }
