@@ -11,6 +11,7 @@
 )]
 
 mod auth;
+mod cli;
 mod config;
 mod demo;
 mod dialects;

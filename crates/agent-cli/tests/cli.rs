@@ -21,9 +21,17 @@ fn core_agent(args: &[&str]) -> std::process::Output {
 fn version_schema_and_usage_errors() {
     let out = core_agent(&["--version"]);
     assert_eq!(out.status.code(), Some(0));
+    // The version, then ` (1a2b3c4)` or ` (1a2b3c4-dirty)` when built from git.
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("core-agent {}\n", env!("CARGO_PKG_VERSION"))
+        format!("core-agent {}\n", env!("CORE_AGENT_VERSION"))
+    );
+    let commit = env!("CORE_AGENT_VERSION")
+        .strip_prefix(env!("CARGO_PKG_VERSION"))
+        .unwrap();
+    assert!(
+        commit.is_empty() || commit.starts_with(" (") && commit.ends_with(')'),
+        "{commit}"
     );
 
     let out = core_agent(&["config", "schema"]);

@@ -6,21 +6,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use core_agent_gateway::{
-    Auth, DefaultToken, Gateway, GatewayConfig, GatewayLimits, GatewayOptions, GatewayToken,
-    HttpOptions, resolve_tokens,
+    Auth, DefaultToken, Gateway, GatewayLimits, GatewayOptions, GatewayToken, HttpOptions,
+    resolve_tokens,
 };
 use core_agent_host::Host;
 use core_agent_mcp_config::{Env, TrustLevel};
-use core_agent_permissions::PermissionsConfig;
 
-use crate::{FAILED, StopSignals, USAGE};
+use crate::cli::{Global, ModeArg, ServeCommand};
+use crate::render::report_ready;
+use crate::setup::{Launch, Setup, restart_policy};
+use crate::signals::StopSignals;
+use crate::term::Screen;
+use crate::{FAILED, USAGE};
 
 /// The environment variable that supplies the default HTTP token.
 const TOKEN_ENV: &str = "CORE_AGENT_GATEWAY_TOKEN";
 
 /// What `serve` was asked for.
 #[derive(Debug)]
-pub(crate) struct ServeArgs {
+struct ServeArgs {
     pub(crate) http: Option<SocketAddr>,
     pub(crate) no_auth: bool,
     pub(crate) allow_hosts: Vec<String>,
@@ -32,9 +36,78 @@ pub(crate) struct ServeArgs {
     pub(crate) warned: Arc<crate::warnings::WarningLog>,
 }
 
+pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
+    let Some(setup) = Setup::new(global) else {
+        return USAGE;
+    };
+    // stdout may be the MCP channel: never live lines.
+    let screen = Screen::new(false);
+    let Launch {
+        config,
+        mut options,
+        pricing,
+        gateway_tokens,
+        gateway_limits,
+        warned,
+        mut stop,
+    } = match Launch::new(global, &setup, &screen) {
+        Ok(launch) => launch,
+        Err(code) => return code,
+    };
+    // Long-lived runs bring a crashed server back; a one-shot call does not.
+    options.start.restart = Some(restart_policy());
+    let env = config.dotenv.over_process();
+    let ServeCommand {
+        http,
+        no_auth,
+        allow_host,
+        max_sessions,
+        max_sessions_per_token,
+        session_idle_timeout,
+        mode,
+        parent_model,
+    } = command;
+    // Backends' elicitations go to the client whose call caused them.
+    let elicitations = core_agent_gateway::ElicitRouter::new(Duration::from_secs(120));
+    options.start.elicitor = elicitations.clone();
+    // Clients connect at once; a slow server's tools appear when it is ready.
+    let host = Arc::new(Host::launch(&config, &env, options, Arc::new(report_ready)));
+    let gateway = GatewayOptions {
+        mode: mode.map(ModeArg::mode),
+        cost_ceiling: global.cost_ceiling,
+        pricing,
+        parent_model,
+        elicitations: Some(elicitations),
+        ..GatewayOptions::default()
+    };
+    let args = ServeArgs {
+        http,
+        no_auth,
+        allow_hosts: allow_host,
+        // A flag wins over config.json.
+        limits: GatewayLimits {
+            max_sessions: max_sessions
+                .map(|n| n as usize)
+                .or(gateway_limits.max_sessions),
+            max_sessions_per_token: max_sessions_per_token
+                .map(|n| n as usize)
+                .or(gateway_limits.max_sessions_per_token),
+            session_idle_timeout_secs: session_idle_timeout
+                .map(u64::from)
+                .or(gateway_limits.session_idle_timeout_secs),
+        },
+        level: global.trust_level.level(),
+        drain: setup.call_timeout.unwrap_or(Duration::from_secs(30)),
+        warned: warned.clone(),
+    };
+    let code = serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
+    host.shutdown().await;
+    code
+}
+
 /// Runs the gateway until the client closes stdin (stdio) or a signal
 /// (both); drains the calls in flight; the caller then stops the backends.
-pub(crate) async fn serve(
+async fn serve(
     host: Arc<Host>,
     options: GatewayOptions,
     args: ServeArgs,
@@ -149,14 +222,6 @@ fn limit_sessions(http: &mut HttpOptions, limits: &GatewayLimits) -> Result<(), 
         http.session_idle = Duration::from_secs(secs);
     }
     Ok(())
-}
-
-/// `config.json`'s `gateway` section, read for every command so that a
-/// mistake in it is reported like one in the rest of the file.
-pub(crate) fn gateway_config(
-    permissions: &PermissionsConfig,
-) -> Result<GatewayConfig, core_agent_mcp_config::Error> {
-    GatewayConfig::parse(&permissions.gateway)
 }
 
 /// Who may connect: nobody checked (`--no-auth`, loopback only), else the

@@ -8,6 +8,8 @@ use core_agent_mcp_config::{AuthSpec, Config, Transport};
 use core_agent_mcp_transport::BoxFuture;
 use core_agent_mcp_transport::oauth::{self, Browser, CredentialsDir, LoginOptions, OAuthSettings};
 
+use crate::cli::Global;
+use crate::setup::{Setup, load_config, seconds};
 use crate::{FAILED, USAGE};
 
 /// Shows the authorization URL on stderr and, unless told not to (or
@@ -48,7 +50,22 @@ impl Browser for SystemBrowser {
 }
 
 /// `core-agent mcp login <server>`.
-pub(crate) async fn login(config: &Config, name: &str, no_browser: bool, timeout: Duration) -> u8 {
+pub(crate) async fn run(global: &Global, name: &str, no_browser: bool, timeout: f64) -> u8 {
+    let Some(Setup { paths, .. }) = Setup::new(global) else {
+        return USAGE;
+    };
+    let Some(timeout) = seconds(timeout) else {
+        eprintln!("core-agent: --timeout takes a positive number of seconds");
+        return USAGE;
+    };
+    let Some(config) = load_config(&paths) else {
+        return USAGE;
+    };
+    login(&config, name, no_browser, timeout).await
+}
+
+/// Runs the flow for `name` and says what it stored.
+async fn login(config: &Config, name: &str, no_browser: bool, timeout: Duration) -> u8 {
     let Some(entry) = config.servers.iter().find(|s| s.name == name) else {
         let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
         let hint = core_agent_mcp_config::closest(name, &names)
@@ -117,7 +134,11 @@ pub(crate) async fn login(config: &Config, name: &str, no_browser: bool, timeout
 
 /// `core-agent mcp logout <server>`: removes its credentials, whatever URL
 /// they were for.
-pub(crate) fn logout(name: &str) -> u8 {
+pub(crate) fn logout(global: &Global, name: &str) -> u8 {
+    // Bad --start-timeout or --call-timeout values are refused here too.
+    if Setup::new(global).is_none() {
+        return USAGE;
+    }
     let Some(dir) = CredentialsDir::user() else {
         eprintln!("core-agent: HOME is not set, so there are no credentials");
         return FAILED;

@@ -1,0 +1,75 @@
+//! `core-agent mcp add`: writes one server into the project's or the
+//! user's config file.
+
+use std::path::PathBuf;
+
+use core_agent_mcp_config::{ConfigPaths, NewServer};
+
+use super::write_file;
+use crate::cli::{Global, ScopeArg};
+use crate::setup::Setup;
+use crate::{FAILED, USAGE, words};
+
+pub(crate) fn run(
+    global: &Global,
+    name: &str,
+    scope: ScopeArg,
+    env: &[String],
+    url: Option<&str>,
+    headers: &[String],
+    command: &[String],
+) -> u8 {
+    let Some(Setup { paths, .. }) = Setup::new(global) else {
+        return USAGE;
+    };
+    let server = match NewServer::from_args(url, headers, env, command) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("core-agent: {}", words::config::add_error(&e));
+            return USAGE;
+        }
+    };
+    let Some(path) = scope_file(&paths, scope) else {
+        eprintln!(
+            "core-agent: HOME is not set, so there is no user config; pass --user-config FILE"
+        );
+        return USAGE;
+    };
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            eprintln!("core-agent: cannot read {}: {e}", path.display());
+            return FAILED;
+        }
+    };
+    let text = match core_agent_mcp_config::add_server(&path, existing.as_deref(), name, &server) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("core-agent: {}", words::config::config_error(&e));
+            return USAGE;
+        }
+    };
+    if let Err(e) = write_file(&path, &text) {
+        eprintln!("core-agent: cannot write {}: {e}", path.display());
+        return FAILED;
+    }
+    for (k, v) in server.pairs() {
+        if !v.contains("${")
+            && let Some(kind) = core_agent_mcp_config::secret_kind(k, v)
+        {
+            eprintln!(
+                "core-agent: warning: `{k}` holds {kind}; put it in .env and write ${{{k}}} instead, so the file can be committed"
+            );
+        }
+    }
+    outln!("added server `{name}` to {}", path.display());
+    0
+}
+
+fn scope_file(paths: &ConfigPaths, scope: ScopeArg) -> Option<PathBuf> {
+    match scope {
+        ScopeArg::Project => Some(paths.project.clone()),
+        ScopeArg::User => paths.user.clone(),
+    }
+}

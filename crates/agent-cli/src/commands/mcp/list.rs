@@ -1,0 +1,77 @@
+//! `core-agent mcp list`: one line per configured server (or `--json`).
+
+use core_agent_host::Session;
+
+use crate::USAGE;
+use crate::cli::Global;
+use crate::render::{clean, count, first_line, print_json, restricted_lines};
+use crate::setup::{Launch, Setup, Waits, session_options, with_session};
+use crate::term::Screen;
+
+pub(crate) async fn run(global: &Global, json: bool) -> u8 {
+    let Some(setup) = Setup::new(global) else {
+        return USAGE;
+    };
+    // Live lines on stderr only for a person watching both streams, and
+    // never around JSON output.
+    let screen = Screen::new(Screen::wanted(json));
+    let launch = match Launch::new(global, &setup, &screen) {
+        Ok(launch) => launch,
+        Err(code) => return code,
+    };
+    let session = session_options(global);
+    with_session(
+        global,
+        launch,
+        &screen,
+        session,
+        Waits::ForEveryServer,
+        async |session| list(session, json),
+    )
+    .await
+}
+
+fn list(session: &Session, json: bool) -> u8 {
+    let host = session.host();
+    let level = session.trust_level();
+    let reports = host.server_reports(level);
+    if json {
+        print_json(&reports);
+    } else if reports.is_empty() {
+        outln!("no MCP servers configured");
+    } else {
+        for r in reports {
+            let mut notes: Vec<String> = r
+                .left_out
+                .iter()
+                .map(|(by, n)| format!("{n} left out by {by}"))
+                .collect();
+            if r.restricted > 0 {
+                notes.push(format!("{} restricted at this trust level", r.restricted));
+            }
+            let mut detail = match &r.error {
+                Some(e) if r.status == core_agent_host::ServerStatus::Error => {
+                    format!("error: {}", clean(first_line(e)))
+                }
+                Some(e) => clean(first_line(e)),
+                None if notes.is_empty() => count(r.tools, "tool"),
+                None => format!("{} ({})", count(r.tools, "tool"), notes.join(", ")),
+            };
+            // Only HTTP servers carry credentials.
+            if r.transport == core_agent_host::TransportKind::Http {
+                detail.push_str(&format!("; auth: {}", clean(&r.auth.to_string())));
+            }
+            outln!(
+                "{:<20} {:<6} {:<8} {:<10} {detail}",
+                r.name,
+                r.transport,
+                r.scope.as_str(),
+                r.status
+            );
+            for line in restricted_lines(&r.restricted_tools) {
+                outln!("    {line}");
+            }
+        }
+    }
+    0
+}

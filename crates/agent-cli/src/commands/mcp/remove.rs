@@ -1,0 +1,40 @@
+//! `core-agent mcp remove`: removes a server from the file that declares it.
+
+use core_agent_mcp_config::Scope;
+
+use super::write_file;
+use crate::cli::{Global, ScopeArg};
+use crate::setup::Setup;
+use crate::{FAILED, USAGE};
+
+pub(crate) fn run(global: &Global, name: &str, scope: Option<ScopeArg>) -> u8 {
+    let Some(Setup { paths, .. }) = Setup::new(global) else {
+        return USAGE;
+    };
+    let wanted = scope.map(|s| match s {
+        ScopeArg::Project => Scope::Project,
+        ScopeArg::User => Scope::User,
+    });
+    let everywhere = match core_agent_mcp_config::remove_from(&paths, name, wanted) {
+        Ok(core_agent_mcp_config::Removal::Removed { path, text }) => {
+            if let Err(e) = write_file(&path, &text) {
+                eprintln!("core-agent: cannot write {}: {e}", path.display());
+                return FAILED;
+            }
+            outln!("removed server `{name}` from {}", path.display());
+            return 0;
+        }
+        Ok(core_agent_mcp_config::Removal::NotFound { configured }) => configured,
+        Err(e) => {
+            eprintln!("core-agent: {e}");
+            return USAGE;
+        }
+    };
+    let known = if everywhere.is_empty() {
+        "no servers are configured".to_owned()
+    } else {
+        format!("configured servers: {}", everywhere.join(", "))
+    };
+    eprintln!("core-agent: no server named `{name}`; {known}");
+    USAGE
+}

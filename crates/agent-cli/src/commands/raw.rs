@@ -1,0 +1,45 @@
+//! `core-agent raw`: a digested result's raw payload, from `--session-db`.
+
+use core_agent_digest::Store;
+
+use super::open_db;
+use crate::cli::Global;
+use crate::setup::Setup;
+use crate::{FAILED, USAGE};
+
+pub(crate) fn run(global: &Global, call_id: &str, pointer: Option<&str>) -> u8 {
+    // Bad --start-timeout or --call-timeout values are refused here too.
+    if Setup::new(global).is_none() {
+        return USAGE;
+    }
+    let store = match open_db(global.session_db.as_deref()) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    match store.get(call_id) {
+        Ok(Some(record)) => match pointer {
+            None => {
+                outln!("{}", record.payload);
+                0
+            }
+            Some(p) => match core_agent_digest::extract(&record.payload, p) {
+                Ok(part) => {
+                    outln!("{part}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("core-agent: {e}");
+                    FAILED
+                }
+            },
+        },
+        Ok(None) => {
+            eprintln!("core-agent: no raw payload is stored under `{call_id}`");
+            FAILED
+        }
+        Err(e) => {
+            eprintln!("core-agent: {e}");
+            FAILED
+        }
+    }
+}

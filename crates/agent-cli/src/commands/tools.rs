@@ -1,0 +1,54 @@
+//! `core-agent tools`: the namespaced tools the model would see.
+
+use core_agent_host::Session;
+
+use crate::USAGE;
+use crate::cli::Global;
+use crate::render::{clean, levels_only, print_json};
+use crate::setup::{Launch, Setup, Waits, session_options, with_session};
+use crate::term::Screen;
+
+pub(crate) async fn run(global: &Global, json: bool) -> u8 {
+    let Some(setup) = Setup::new(global) else {
+        return USAGE;
+    };
+    // Live lines on stderr only for a person watching both streams, and
+    // never around JSON output.
+    let screen = Screen::new(Screen::wanted(json));
+    let launch = match Launch::new(global, &setup, &screen) {
+        Ok(launch) => launch,
+        Err(code) => return code,
+    };
+    let session = session_options(global);
+    with_session(
+        global,
+        launch,
+        &screen,
+        session,
+        Waits::ForEveryServer,
+        async |session| tools(session, json),
+    )
+    .await
+}
+
+fn tools(session: &Session, json: bool) -> u8 {
+    let host = session.host();
+    let level = session.trust_level();
+    let tools = host.tool_reports(level);
+    if json {
+        print_json(&tools);
+    } else {
+        for t in tools {
+            let class = if t.read_only { "read-only" } else { "mutating" };
+            let trust = match &t.why_restricted {
+                Some(why) => format!("{} ({why})", levels_only(&t.trust_levels)),
+                None => t.trust_levels.join(", "),
+            };
+            outln!("{}  [{class}; {trust}]", t.name);
+            for line in clean(&t.description).lines() {
+                outln!("    {line}");
+            }
+        }
+    }
+    0
+}

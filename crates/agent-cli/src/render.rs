@@ -1,0 +1,132 @@
+//! What the commands print: stdout lines that survive a closed pipe, JSON,
+//! a tool's result, a Host error in the CLI's words, and the small helpers
+//! that keep untrusted text safe and counts readable.
+
+/// Writes a line to stdout. A closed stdout (`core-agent … | head`) is not
+/// an error worth a panic: the rest of the output is dropped, and the
+/// command still stops its servers and exits as it would have.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// [`outln!`] without the newline.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+use core_agent_mcp_policy::ServerSummary;
+use core_agent_mcp_transport::model::{CallToolResult, ContentBlock};
+
+use crate::term;
+
+/// One stderr line per server as it becomes ready or fails (for `serve`,
+/// whose stdout may be the MCP channel: never live lines).
+pub(crate) fn report_ready(
+    server: &core_agent_mcp_transport::Server,
+    summary: Option<&ServerSummary>,
+) {
+    eprintln!("{}", term::ready_line(server, summary).0);
+}
+
+pub(crate) fn print_json(value: &impl serde::Serialize) {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => outln!("{s}"),
+        Err(e) => eprintln!("core-agent: cannot render JSON: {e}"),
+    }
+}
+
+pub(crate) fn print_result(result: &CallToolResult) {
+    let mut printed = false;
+    for block in &result.content {
+        if let Some(text) = block.as_text() {
+            outln!("{}", clean(&text.text));
+        } else {
+            outln!("{}", clean(&describe_block(block)));
+        }
+        printed = true;
+    }
+    if let (false, Some(structured)) = (printed, &result.structured_content) {
+        print_json(structured);
+    }
+}
+
+fn describe_block(block: &ContentBlock) -> String {
+    match serde_json::to_value(block) {
+        Ok(serde_json::Value::Object(map)) => {
+            let kind = map
+                .get("type")
+                .and_then(|t| t.as_str())
+                .unwrap_or("content");
+            let detail = ["uri", "mimeType", "name"]
+                .iter()
+                .filter_map(|k| map.get(*k).and_then(|v| v.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!("[{kind}: {detail}]")
+        }
+        _ => "[content]".to_owned(),
+    }
+}
+
+/// A Host error as this command says it: a refused ask also names `--yes`.
+pub(crate) fn render_error(e: &core_agent_host::Error) -> String {
+    match e {
+        core_agent_host::Error::Denied {
+            unanswered_ask: true,
+            ..
+        } => format!("{e}, or run with --yes to approve every ask of this run"),
+        core_agent_host::Error::UnknownTool { name, suggestions } if suggestions.is_empty() => {
+            format!("no tool named `{name}`; run `core-agent tools` to list the tools")
+        }
+        _ => e.to_string(),
+    }
+}
+
+pub(crate) fn clean(s: &str) -> String {
+    core_agent_host::terminal_safe(s)
+}
+
+pub(crate) fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or_default()
+}
+
+/// `creator only`, `creator, agent only`, `no trust level`.
+pub(crate) fn levels_only(levels: &[&str]) -> String {
+    if levels.is_empty() {
+        "no trust level".to_owned()
+    } else {
+        format!("{} only", levels.join(", "))
+    }
+}
+
+/// A server's restricted tools, grouped by levels and reason:
+/// `creator only (mutating, not marked non-destructive): git_add, git_commit`.
+pub(crate) fn restricted_lines(tools: &[core_agent_host::RestrictedTool]) -> Vec<String> {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for t in tools {
+        let head = format!("{} ({})", levels_only(&t.trust_levels), t.why);
+        match groups.iter_mut().find(|(h, _)| *h == head) {
+            Some((_, names)) => names.push(&t.tool),
+            None => groups.push((head, vec![&t.tool])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(head, names)| clean(&format!("{head}: {}", names.join(", "))))
+        .collect()
+}
+
+/// `1 tool`, `2 tools`: a count with its noun in the right number.
+pub(crate) fn count(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
