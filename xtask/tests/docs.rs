@@ -14,7 +14,7 @@
 //! - Each `core-agent <subcommand…> [--flag…]` in a shell block or an inline
 //!   code span names subcommands and flags that the built binary's `--help`
 //!   lists (the hidden `__supervise` is the supervisor's entry, not a user
-//!   command, and is not asked). The binary is `target/debug/core-agent`,
+//!   command, and is not asked). The binary is `target/debug/core-agent` (under `CARGO_TARGET_DIR` when set),
 //!   which `cargo test --workspace` builds (`cargo build -p core-agent` when
 //!   running this test alone).
 
@@ -315,7 +315,12 @@ fn validate_config(value: &Value) -> Result<bool, String> {
 
 #[test]
 fn every_command_line_names_real_subcommands_and_flags() {
-    let bin = root().join("target/debug/core-agent");
+    // Where cargo put it: `CARGO_TARGET_DIR` (as cargo itself reads it),
+    // else the workspace's `target`.
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let bin = target.join("debug/core-agent");
     assert!(
         bin.is_file(),
         "{} is missing: run `cargo build -p core-agent` (cargo test --workspace builds it)",

@@ -21,7 +21,7 @@ macro_rules! out {
 }
 
 use core_agent_mcp_policy::ServerSummary;
-use core_agent_mcp_transport::model::{CallToolResult, ContentBlock};
+use core_agent_mcp_transport::model::{CallToolResult, ContentBlock, ElicitRequestParams};
 
 use crate::term;
 
@@ -128,5 +128,64 @@ pub(crate) fn count(n: usize, one: &str) -> String {
         format!("{n} {one}")
     } else {
         format!("{n} {one}s")
+    }
+}
+
+/// A one-line description of an elicitation request, for notices
+/// ("form: Please provide…").
+pub(crate) fn describe_request(request: &ElicitRequestParams) -> String {
+    match request {
+        ElicitRequestParams::FormElicitationParams { message, .. } => {
+            format!("form: {}", one_line(message))
+        }
+        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+            format!("url {url}: {}", one_line(message))
+        }
+        _ => "a request of an unknown kind".to_owned(),
+    }
+}
+
+/// `s` on one line (whitespace runs become one space), cut at 120 characters.
+fn one_line(s: &str) -> String {
+    let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() > 120 {
+        format!("{}…", line.chars().take(120).collect::<String>())
+    } else {
+        line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn request(value: serde_json::Value) -> ElicitRequestParams {
+        serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn describe_request_is_one_short_line() {
+        let form = |message: &str| {
+            request(json!({"mode": "form", "message": message,
+                "requestedSchema": {"type": "object", "properties": {}}}))
+        };
+        let long = "word ".repeat(40);
+        let table = [
+            (
+                form("Please provide\n  your   name"),
+                "form: Please provide your name".to_owned(),
+            ),
+            (
+                request(json!({"mode": "url", "message": "Open this\tpage",
+                    "url": "https://example.com/x", "elicitationId": "e-1"})),
+                "url https://example.com/x: Open this page".to_owned(),
+            ),
+            (form(&long), format!("form: {}…", &long.trim_end()[..120])),
+        ];
+        for (request, want) in table {
+            assert_eq!(describe_request(&request), want);
+        }
     }
 }

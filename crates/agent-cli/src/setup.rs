@@ -17,12 +17,12 @@ use core_agent_host::{
 use core_agent_mcp_config::{Config, ConfigPaths};
 use core_agent_mcp_policy::ServerSummary;
 use core_agent_mcp_transport::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
-use core_agent_mcp_transport::{BoxFuture, Elicitor, describe_request};
+use core_agent_mcp_transport::{BoxFuture, Elicitor};
 use core_agent_permissions::PermissionsConfig;
 
 use crate::cli::Global;
 use crate::commands::mcp::login;
-use crate::render::clean;
+use crate::render::{clean, describe_request};
 use crate::signals::StopSignals;
 use crate::term::{self, Screen, Startup};
 use crate::warnings::WarningLog;

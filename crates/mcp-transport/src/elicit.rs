@@ -86,28 +86,6 @@ pub(crate) fn schema_defaults(schema: &Value) -> Map<String, Value> {
         .unwrap_or_default()
 }
 
-/// A one-line description of a request, for notices ("form: Please provide…").
-pub fn describe_request(request: &ElicitRequestParams) -> String {
-    match request {
-        ElicitRequestParams::FormElicitationParams { message, .. } => {
-            format!("form: {}", one_line(message))
-        }
-        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-            format!("url {url}: {}", one_line(message))
-        }
-        _ => "a request of an unknown kind".to_owned(),
-    }
-}
-
-fn one_line(s: &str) -> String {
-    let line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() > 120 {
-        format!("{}…", line.chars().take(120).collect::<String>())
-    } else {
-        line
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -14,7 +14,7 @@ mod server;
 pub mod supervise;
 
 pub use auth::{Auth, AuthError, StaticToken, Token, TokenSource};
-pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor, describe_request};
+pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor};
 pub use error::{Error, Result, StartError};
 pub use handler::{Progress, ProgressSink};
 pub use restart::RestartPolicy;
