@@ -8,7 +8,7 @@ use crate::names::{disambiguated, fit, namespaced};
 use crate::pin::{Change, Verdict};
 
 /// Each server's pin verdicts, by server name, then by the server's own
-/// tool name: the input of [`Catalog::build_pinned`].
+/// tool name: the input of [`CatalogBuilder::with_verdicts`].
 pub type Verdicts = BTreeMap<String, BTreeMap<String, Verdict>>;
 
 /// What a server says about a tool (the MCP `annotations` block).
@@ -59,7 +59,7 @@ impl DiscoveredTool {
     }
 }
 
-/// One server's discovered tools and its config, the input of [`Catalog::build`].
+/// One server's discovered tools and its config, the input of [`CatalogBuilder::build`].
 #[derive(Debug, Clone, Copy)]
 pub struct ServerTools<'a> {
     /// The server's key in the config.
@@ -511,36 +511,55 @@ pub struct Catalog {
     summaries: BTreeMap<String, ServerSummary>,
 }
 
-impl Catalog {
+/// Builds [`Catalog`]s: what a build needs beyond each server's tools and
+/// config, the names kept free for the host's built-ins and the pin
+/// verdicts; by default neither.
+///
+/// ```
+/// # use core_agent_mcp_policy::{Catalog, ServerTools, Verdicts};
+/// # let servers: Vec<ServerTools<'_>> = Vec::new();
+/// let catalog = Catalog::builder()
+///     .with_reserved(["record_plan", "retrieve_raw"])
+///     .with_verdicts(Verdicts::new())
+///     .build(servers);
+/// assert!(catalog.entries().is_empty());
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use = "a CatalogBuilder builds nothing until `build` is called"]
+pub struct CatalogBuilder {
+    reserved: BTreeSet<String>,
+    verdicts: Verdicts,
+}
+
+impl CatalogBuilder {
+    /// Keeps these names (the host's built-ins) free: a tool that would be
+    /// published under one gets a suffix from its (server, tool) identity
+    /// and a `reserved-name` warning.
+    pub fn with_reserved(
+        mut self,
+        names: impl IntoIterator<Item = impl Into<String>>,
+    ) -> CatalogBuilder {
+        self.reserved = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Checks each server's tools against their pins (see [`Lock::check`](crate::Lock::check))
+    /// after the allowlist and blocklist: under the server's `pin` mode, a
+    /// changed tool gets a warning with what changed (`warn`) or is
+    /// quarantined (`strict`, as is every tool of a strict server whose
+    /// pins could not be read); `off` ignores the verdicts.
+    pub fn with_verdicts(mut self, verdicts: Verdicts) -> CatalogBuilder {
+        self.verdicts = verdicts;
+        self
+    }
+
     /// Builds the catalog: for each server, in the order given, the allowlist
-    /// and blocklist filter the server's own names, tools whose schema is too
-    /// large are quarantined, `max_tools` caps the rest, notes are appended,
-    /// the dispatch class and trust levels are decided; then every name is
-    /// made valid and unique.
-    pub fn build<'a>(servers: impl IntoIterator<Item = ServerTools<'a>>) -> Catalog {
-        Catalog::build_reserving(servers, &[])
-    }
-
-    /// [`Catalog::build`], keeping the `reserved` names (the host's
-    /// built-ins) free: a tool that would be published under one gets a
-    /// suffix from its (server, tool) identity and a warning.
-    pub fn build_reserving<'a>(
-        servers: impl IntoIterator<Item = ServerTools<'a>>,
-        reserved: &[&str],
-    ) -> Catalog {
-        Catalog::build_pinned(servers, reserved, &Verdicts::new())
-    }
-
-    /// [`Catalog::build_reserving`], with each server's tools checked
-    /// against their pins after the allowlist and blocklist: under the
-    /// server's `pin` mode, a changed tool gets a warning with what changed
-    /// (`warn`) or is quarantined (`strict`, as is every tool of a strict
-    /// server whose pins could not be read); `off` ignores the verdicts.
-    pub fn build_pinned<'a>(
-        servers: impl IntoIterator<Item = ServerTools<'a>>,
-        reserved: &[&str],
-        verdicts: &Verdicts,
-    ) -> Catalog {
+    /// and blocklist filter the server's own names, the pin verdicts are
+    /// applied, tools whose schema is too large are quarantined, `max_tools`
+    /// caps the rest, notes are appended, the dispatch class and trust
+    /// levels are decided; then every name is made valid, unique and free
+    /// of the reserved ones.
+    pub fn build<'a>(&self, servers: impl IntoIterator<Item = ServerTools<'a>>) -> Catalog {
         let mut entries = Vec::new();
         let mut warnings = Vec::new();
         let mut summaries = BTreeMap::new();
@@ -551,7 +570,7 @@ impl Catalog {
             };
             let server_entries = server_entries(
                 server,
-                verdicts.get(server.name),
+                self.verdicts.get(server.name),
                 &mut warnings,
                 &mut summary.left_out,
             );
@@ -559,7 +578,24 @@ impl Catalog {
             summaries.insert(server.name.to_owned(), summary);
             entries.extend(server_entries);
         }
-        name_entries(&mut entries, &mut warnings, reserved);
+        name_entries(&mut entries, &mut warnings, &self.reserved);
+        Catalog::new(entries, warnings, summaries)
+    }
+}
+
+impl Catalog {
+    /// A [`CatalogBuilder`] that reserves no name and has no pin verdicts.
+    pub fn builder() -> CatalogBuilder {
+        CatalogBuilder::default()
+    }
+
+    /// The catalog of these entries, sorted by name so that [`Catalog::get`]
+    /// can search them.
+    pub(crate) fn new(
+        mut entries: Vec<CatalogEntry>,
+        warnings: Vec<Warning>,
+        summaries: BTreeMap<String, ServerSummary>,
+    ) -> Catalog {
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         Catalog {
             entries,
@@ -809,9 +845,13 @@ fn operators(levels: &[TrustLevel], reason: Restricted) -> (Vec<TrustLevel>, Vec
 /// Makes every name valid and unique: a name that is `reserved` gets a
 /// suffix from its (server, tool) identity; pairs that collide all get one
 /// too; names over 64 characters are shortened.
-fn name_entries(entries: &mut [CatalogEntry], warnings: &mut Vec<Warning>, reserved: &[&str]) {
+fn name_entries(
+    entries: &mut [CatalogEntry],
+    warnings: &mut Vec<Warning>,
+    reserved: &BTreeSet<String>,
+) {
     for e in entries.iter_mut() {
-        if reserved.contains(&e.name.as_str()) {
+        if reserved.contains(e.name.as_str()) {
             let name = disambiguated(&e.name, &e.server, &e.tool);
             warnings.push(Warning::ReservedName {
                 server: e.server.clone(),
@@ -884,7 +924,7 @@ mod tests {
     }
 
     fn build(spec: &ServerSpec, tools: &[DiscoveredTool]) -> Catalog {
-        Catalog::build([ServerTools {
+        Catalog::builder().build([ServerTools {
             name: "srv",
             spec,
             tools,
@@ -913,16 +953,13 @@ mod tests {
         of_srv.insert("fresh".to_owned(), Verdict::New);
         of_srv.insert("blocked".to_owned(), Verdict::Changed(change.clone()));
         let verdicts: Verdicts = [("srv".to_owned(), of_srv)].into_iter().collect();
+        let pinned = Catalog::builder().with_verdicts(verdicts);
         let build = |spec: &ServerSpec| {
-            Catalog::build_pinned(
-                [ServerTools {
-                    name: "srv",
-                    spec,
-                    tools: &tools,
-                }],
-                &[],
-                &verdicts,
-            )
+            pinned.build([ServerTools {
+                name: "srv",
+                spec,
+                tools: &tools,
+            }])
         };
         let mut s = spec();
         s.blocked_tools = vec!["blocked".into()];
@@ -975,16 +1012,13 @@ mod tests {
         )]
         .into_iter()
         .collect();
+        let unreadable = Catalog::builder().with_verdicts(unverified);
         let unverifiable = |spec: &ServerSpec| {
-            Catalog::build_pinned(
-                [ServerTools {
-                    name: "srv",
-                    spec,
-                    tools: &tools,
-                }],
-                &[],
-                &unverified,
-            )
+            unreadable.build([ServerTools {
+                name: "srv",
+                spec,
+                tools: &tools,
+            }])
         };
         s.pin = PinMode::Strict;
         let c = unverifiable(&s);
@@ -1258,14 +1292,13 @@ mod tests {
     fn reserved_names_are_never_published() {
         let s = spec();
         let tools = [tool("plan"), tool("other")];
-        let c = Catalog::build_reserving(
-            [ServerTools {
+        let c = Catalog::builder()
+            .with_reserved(["record_plan", "retrieve_raw"])
+            .build([ServerTools {
                 name: "record",
                 spec: &s,
                 tools: &tools,
-            }],
-            &["record_plan", "retrieve_raw"],
-        );
+            }]);
         let published: Vec<&str> = c.entries().iter().map(|e| e.name.as_str()).collect();
         assert!(!published.contains(&"record_plan"), "{published:?}");
         assert!(published.contains(&"record_other"));
@@ -1310,7 +1343,7 @@ mod tests {
     fn colliding_names_are_all_disambiguated() {
         let s = spec();
         let t = [tool("t")];
-        let c = Catalog::build([
+        let c = Catalog::builder().build([
             ServerTools {
                 name: "my-server",
                 spec: &s,
@@ -1353,8 +1386,8 @@ mod tests {
                 .map(|(name, tools)| (name.clone(), tools.iter().map(|t| tool(t)).collect()))
                 .collect();
             let input = || tools.iter().map(|(n, t)| ServerTools { name: n, spec: &s, tools: t });
-            let first = Catalog::build(input());
-            let second = Catalog::build(input());
+            let first = Catalog::builder().build(input());
+            let second = Catalog::builder().build(input());
             let total: usize = servers.values().map(|t| t.len()).sum();
             prop_assert_eq!(first.entries().len(), total);
             let mut seen = BTreeSet::new();

@@ -6,8 +6,8 @@ mod pin;
 mod preflight;
 
 pub use catalog::{
-    Annotations, Catalog, CatalogEntry, DiscoveredTool, LeftOutBy, Restricted, ServerSummary,
-    ServerTools, Verdicts, Warning,
+    Annotations, Catalog, CatalogBuilder, CatalogEntry, DiscoveredTool, LeftOutBy, Restricted,
+    ServerSummary, ServerTools, Verdicts, Warning,
 };
 pub use core_agent_mcp_config::PinMode;
 pub use core_agent_mcp_config::TrustLevel;
