@@ -24,7 +24,8 @@
 //! is the inverse of calls per second. `host_catalog`: `live_1x4` is
 //! `Host::catalog` of the benched host (cached: built once, rebuilt only
 //! when a server's tools change), `rebuild_20x64` is one rebuild,
-//! `Catalog::build_reserving` over 20 servers × 64 synthetic tools.
+//! `CatalogBuilder::build` (with the reserved names) over 20 servers × 64
+//! synthetic tools.
 //!
 //! Criterion measures one path after another, so on a busy machine a change
 //! in load lands on one path and not the next. After the criterion groups
@@ -459,15 +460,13 @@ fn catalog(c: &mut Criterion) {
         })
         .collect();
     let reserved = ["record_plan", "wait_and_verify", "retrieve_raw"];
+    let builder = Catalog::builder().with_reserved(reserved);
     let build = || {
-        Catalog::build_reserving(
-            names.iter().zip(&tools).map(|(name, tools)| ServerTools {
-                name,
-                spec: &spec,
-                tools,
-            }),
-            &reserved,
-        )
+        builder.build(names.iter().zip(&tools).map(|(name, tools)| ServerTools {
+            name,
+            spec: &spec,
+            tools,
+        }))
     };
     let built = build();
     assert_eq!(built.entries().len(), SERVERS * TOOLS);

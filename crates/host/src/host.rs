@@ -514,15 +514,14 @@ impl Host {
             })
             .collect();
         let verdicts = self.pin_verdicts(&discovered);
-        Catalog::build_pinned(
-            discovered.iter().map(|(s, e, tools)| ServerTools {
+        Catalog::builder()
+            .with_reserved(BUILTINS)
+            .with_verdicts(verdicts)
+            .build(discovered.iter().map(|(s, e, tools)| ServerTools {
                 name: s.name(),
                 spec: &e.spec,
                 tools,
-            }),
-            &BUILTINS,
-            &verdicts,
-        )
+            }))
     }
 
     /// Checks the connected servers' tools against `mcp.lock` and pins the
@@ -750,15 +749,15 @@ pub(crate) fn summary_of(
         }
         _ => Default::default(),
     };
-    Some(Catalog::build_pinned(
-        [ServerTools {
-            name: server.name(),
-            spec: &entry.spec,
-            tools: &tools,
-        }],
-        &[],
-        &verdicts,
-    ))
+    Some(
+        Catalog::builder()
+            .with_verdicts(verdicts)
+            .build([ServerTools {
+                name: server.name(),
+                spec: &entry.spec,
+                tools: &tools,
+            }]),
+    )
 }
 
 pub(crate) fn discovered(tool: &Tool) -> DiscoveredTool {

@@ -1,14 +1,15 @@
 #![doc = include_str!("../README.md")]
 
+mod builder;
 mod catalog;
 mod names;
 mod pin;
 mod preflight;
+mod summary;
+mod warning;
 
-pub use catalog::{
-    Annotations, Catalog, CatalogEntry, DiscoveredTool, LeftOutBy, Restricted, ServerSummary,
-    ServerTools, Verdicts, Warning,
-};
+pub use builder::{CatalogBuilder, Verdicts};
+pub use catalog::{Annotations, Catalog, CatalogEntry, DiscoveredTool, Restricted, ServerTools};
 pub use core_agent_mcp_config::PinMode;
 pub use core_agent_mcp_config::TrustLevel;
 pub use names::{MAX_NAME, namespaced, sanitize};
@@ -17,3 +18,5 @@ pub use pin::{
     ToolDefinition, Verdict, text_diff,
 };
 pub use preflight::{MAX_SCHEMA_BYTES, PreflightIssue, estimate_tokens, preflight};
+pub use summary::{LeftOutBy, ServerSummary};
+pub use warning::Warning;

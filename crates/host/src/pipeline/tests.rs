@@ -60,21 +60,18 @@ fn published() -> Published {
     ];
     let record = [tool("plan", true)];
     let (fs_spec, record_spec) = (spec(), spec());
-    let catalog = Catalog::build_reserving(
-        [
-            ServerTools {
-                name: "fs",
-                spec: &fs_spec,
-                tools: &fs,
-            },
-            ServerTools {
-                name: "record",
-                spec: &record_spec,
-                tools: &record,
-            },
-        ],
-        &BUILTINS,
-    );
+    let catalog = Catalog::builder().with_reserved(BUILTINS).build([
+        ServerTools {
+            name: "fs",
+            spec: &fs_spec,
+            tools: &fs,
+        },
+        ServerTools {
+            name: "record",
+            spec: &record_spec,
+            tools: &record,
+        },
+    ]);
     Published::new(catalog, |e| {
         Some(ToolRoute {
             server: usize::from(e.server == "record"),
