@@ -11,8 +11,8 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
 
-use crate::Elicitor;
-use crate::tools::{Relister, ToolState};
+use crate::elicit::Elicitor;
+use crate::tools::ToolState;
 
 /// One progress update a server sent about a call in flight.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,17 +93,13 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        self.tools.notify();
-        if !ToolState::claim_relister(&self.relisting) {
-            return;
-        }
-        let relister = Relister {
-            tools: self.tools.clone(),
-            slot: self.relisting.clone(),
-            server: self.server.clone(),
-            max_pages: self.max_pages,
-            timeout: self.relist_timeout,
-        };
-        tokio::spawn(async move { relister.run(&context.peer).await });
+        crate::tools::list_changed(
+            &self.tools,
+            &self.relisting,
+            &self.server,
+            self.max_pages,
+            self.relist_timeout,
+            context.peer,
+        );
     }
 }

@@ -9,25 +9,25 @@ use rmcp::model::Implementation;
 use rmcp::service::RunningService;
 
 use crate::child::ChildProcess;
-use crate::handler::Handler;
+use crate::error::{Error, Result};
+use crate::handler::{Handler, ProgressSinks};
 use crate::restart::{Ending, Health};
 use crate::supervise::Ended;
 use crate::tools::ToolState;
-use crate::{Error, Result};
 
 /// A server that connected: its current connection (replaced when it is
 /// restarted) and what outlives each connection (its tools, call slots,
 /// progress sinks, health).
 pub(crate) struct Live {
-    pub(crate) current: std::sync::RwLock<Arc<Connection>>,
-    pub(crate) health: tokio::sync::watch::Sender<Health>,
+    current: std::sync::RwLock<Arc<Connection>>,
+    health: tokio::sync::watch::Sender<Health>,
     pub(crate) tools: Arc<ToolState>,
     /// Where each call's progress updates go.
-    pub(crate) progress: crate::handler::ProgressSinks,
+    pub(crate) progress: ProgressSinks,
     /// At most `max_concurrent_calls` calls in flight.
     pub(crate) slots: Arc<tokio::sync::Semaphore>,
     /// `shutdown` has begun: no new call starts, no restart either.
-    pub(crate) closed: std::sync::atomic::AtomicBool,
+    closed: std::sync::atomic::AtomicBool,
     /// The task that watches the connection and restarts it.
     pub(crate) monitor: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Cancellations of abandoned calls, still being sent.
@@ -35,6 +35,27 @@ pub(crate) struct Live {
 }
 
 impl Live {
+    /// A server connected as `conn`: up, its tools kept in `tools`, its
+    /// calls' progress sinks in `progress`, at most `max_calls` calls in
+    /// flight (at least one).
+    pub(crate) fn new(
+        conn: Connection,
+        tools: Arc<ToolState>,
+        progress: ProgressSinks,
+        max_calls: usize,
+    ) -> Live {
+        Live {
+            current: std::sync::RwLock::new(Arc::new(conn)),
+            health: tokio::sync::watch::channel(Health::Up).0,
+            tools,
+            progress,
+            slots: Arc::new(tokio::sync::Semaphore::new(max_calls.max(1))),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            monitor: std::sync::Mutex::new(None),
+            cancels: Cancels::default(),
+        }
+    }
+
     /// The current connection.
     pub(crate) fn connection(&self) -> Arc<Connection> {
         match self.current.read() {
@@ -88,6 +109,38 @@ impl Live {
                 },
                 after: timeout,
             }),
+        }
+    }
+
+    /// Closes it for good: no call or restart starts any more, calls
+    /// abandoned just before are cancelled on the server, then the
+    /// connection is stopped.
+    pub(crate) async fn shutdown(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        // A restart in flight is dropped, and its child with it.
+        let monitor = self.monitor.lock().ok().and_then(|mut m| m.take());
+        if let Some(monitor) = monitor {
+            monitor.abort();
+            let _ = monitor.await;
+        }
+        // A call abandoned just before (Ctrl-C) is cancelled on the server
+        // before the connection closes.
+        let mut cancels = self
+            .cancels
+            .lock()
+            .map(|mut c| std::mem::take(&mut *c))
+            .unwrap_or_default();
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            while cancels.join_next().await.is_some() {}
+        })
+        .await;
+        self.connection().stop().await;
+    }
+
+    /// Stops the task that watches the connection, without waiting.
+    pub(crate) fn forget(&self) {
+        if let Some(monitor) = self.monitor.lock().ok().and_then(|mut m| m.take()) {
+            monitor.abort();
         }
     }
 }
@@ -203,7 +256,7 @@ impl Connection {
 
     /// Closes the connection: the service is cancelled (closing a child's
     /// stdin), then the child is stopped with its group.
-    pub(crate) async fn stop(&self) {
+    async fn stop(&self) {
         self.cancel_service();
         let mut done = self.done.clone();
         let _ = tokio::time::timeout(Duration::from_secs(1), done.wait_for(|d| *d)).await;

@@ -4,9 +4,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::elicit::{Decline, Elicitor};
 use crate::restart::RestartPolicy;
 use crate::supervise::Supervisor;
-use crate::{Decline, Elicitor};
 
 /// How servers are started.
 #[derive(Clone)]

@@ -5,13 +5,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use core_agent_mcp_config::{Limits, Scope};
+use core_agent_mcp_config::{Limits, Scope, ServerEntry};
 use rmcp::model::{CallToolResult, Implementation, JsonObject, Tool};
 
 use crate::auth::Auth;
+use crate::call;
+use crate::error::{Error, Result, StartError};
+use crate::handler::ProgressSink;
 use crate::live::{Connection, Live};
 use crate::restart::Health;
-use crate::{Result, StartError};
 
 /// Whether a server came up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,16 +55,16 @@ impl Status {
 
 /// A connection to one configured server, or the reason there is none.
 pub struct Server {
-    pub(crate) name: String,
-    pub(crate) scope: Scope,
-    pub(crate) limits: Limits,
-    pub(crate) transport: &'static str,
-    pub(crate) auth: Auth,
-    pub(crate) elapsed: Duration,
-    pub(crate) state: State,
+    name: String,
+    scope: Scope,
+    limits: Limits,
+    transport: &'static str,
+    auth: Auth,
+    elapsed: Duration,
+    state: State,
     /// A server whose first start failed, started later by the retries of
     /// a long-lived run (a restart policy is set).
-    pub(crate) late: Arc<std::sync::OnceLock<Arc<Live>>>,
+    late: Arc<std::sync::OnceLock<Arc<Live>>>,
 }
 
 impl fmt::Debug for Server {
@@ -80,12 +82,37 @@ impl fmt::Debug for Server {
     }
 }
 
-pub(crate) enum State {
+enum State {
     Connected(Arc<Live>),
     Failed(StartError),
 }
 
 impl Server {
+    /// A server whose start ended after `elapsed`: connected (`started` is
+    /// its live connection) or failed; `late` is where the retries of a
+    /// failed first start put it once one succeeds.
+    pub(crate) fn new(
+        entry: &ServerEntry,
+        auth: Auth,
+        elapsed: Duration,
+        started: std::result::Result<Arc<Live>, StartError>,
+        late: Arc<std::sync::OnceLock<Arc<Live>>>,
+    ) -> Server {
+        Server {
+            name: entry.name.clone(),
+            scope: entry.scope,
+            limits: entry.spec.limits,
+            transport: entry.spec.transport.kind(),
+            auth,
+            elapsed,
+            state: match started {
+                Ok(live) => State::Connected(live),
+                Err(e) => State::Failed(e),
+            },
+            late,
+        }
+    }
+
     /// The server's key in `mcp.json`.
     pub fn name(&self) -> &str {
         &self.name
@@ -135,7 +162,7 @@ impl Server {
     }
 
     /// The server, unless it failed to start or was shut down.
-    pub(crate) fn live(&self) -> Option<&Arc<Live>> {
+    fn live(&self) -> Option<&Arc<Live>> {
         self.started().filter(|live| !live.is_closed())
     }
 
@@ -220,6 +247,23 @@ impl Server {
             .await
     }
 
+    /// [`Server::call_tool`], passing each progress update the server sends
+    /// about this call to `progress`.
+    pub async fn call_tool_with_progress(
+        &self,
+        tool: &str,
+        arguments: JsonObject,
+        timeout: Duration,
+        progress: Option<&ProgressSink>,
+    ) -> Result<CallToolResult> {
+        let Some(live) = self.live() else {
+            return Err(Error::NotConnected {
+                server: self.name.clone(),
+            });
+        };
+        call::call(live, &self.name, tool, arguments, timeout, progress).await
+    }
+
     /// Closes the connection; a stdio child gets EOF, then SIGTERM, then
     /// SIGKILL after the kill grace, with its whole process group.
     /// Calls in flight fail; later calls are refused as not connected.
@@ -227,33 +271,13 @@ impl Server {
         let Some(live) = self.started() else {
             return;
         };
-        live.closed.store(true, std::sync::atomic::Ordering::SeqCst);
-        // A restart in flight is dropped, and its child with it.
-        let monitor = live.monitor.lock().ok().and_then(|mut m| m.take());
-        if let Some(monitor) = monitor {
-            monitor.abort();
-            let _ = monitor.await;
-        }
-        // A call abandoned just before (Ctrl-C) is cancelled on the server
-        // before the connection closes.
-        let mut cancels = live
-            .cancels
-            .lock()
-            .map(|mut c| std::mem::take(&mut *c))
-            .unwrap_or_default();
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            while cancels.join_next().await.is_some() {}
-        })
-        .await;
-        live.connection().stop().await;
+        live.shutdown().await;
     }
 
     /// Stops the task that watches the connection, without waiting.
     pub(crate) fn forget(&self) {
-        if let Some(live) = self.started()
-            && let Some(monitor) = live.monitor.lock().ok().and_then(|mut m| m.take())
-        {
-            monitor.abort();
+        if let Some(live) = self.started() {
+            live.forget();
         }
     }
 }

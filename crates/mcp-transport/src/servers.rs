@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use core_agent_mcp_config::{Env, ServerEntry};
 
-use crate::StartOptions;
-use crate::server::{OnReady, Server, State};
-use crate::start::{Launch, Relaunch, retry_first_start, retryable, start_one, watch_live};
+use crate::options::StartOptions;
+use crate::server::{OnReady, Server};
+use crate::start::{self, Relaunch};
 
 /// Every configured server, in config order.
 #[derive(Debug)]
@@ -98,47 +98,16 @@ impl Servers {
         let slots = entries
             .iter()
             .map(|entry| {
-                let (launch, auth) = Launch::prepare(entry, env, options);
+                let relaunch = Relaunch::new(entry, env, options);
                 let cell = Arc::new(std::sync::OnceLock::new());
-                let name = entry.name.clone();
-                let (entry, options) = (entry.clone(), options.clone());
-                let (filled, changed) = (cell.clone(), changed.clone());
-                let on_ready = on_ready.clone();
-                let task = tokio::spawn(async move {
-                    let relaunch = Relaunch {
-                        entry,
-                        launch,
-                        auth,
-                        options,
-                    };
-                    let server = start_one(&relaunch, changed.clone()).await;
-                    let late = server.late.clone();
-                    let retry = match &server.state {
-                        State::Failed(e) if retryable(e) => relaunch.policy(),
-                        _ => None,
-                    };
-                    let relaunch = match &server.state {
-                        State::Connected(live) => {
-                            watch_live(live, relaunch);
-                            None
-                        }
-                        State::Failed(_) => Some(relaunch),
-                    };
-                    if filled.set(server).is_ok()
-                        && let (Some(on_ready), Some(server)) = (on_ready, filled.get())
-                    {
-                        on_ready(server);
-                    }
-                    changed.send_modify(|v| *v += 1);
-                    // A long-lived run tries a failed first start again, as
-                    // it restarts a server that died (the task is aborted
-                    // at shutdown, with any start in flight).
-                    if let (Some(policy), Some(relaunch)) = (retry, relaunch) {
-                        retry_first_start(relaunch, policy, &late, &changed).await;
-                    }
-                });
+                let task = tokio::spawn(start::run(
+                    relaunch,
+                    cell.clone(),
+                    changed.clone(),
+                    on_ready.clone(),
+                ));
                 Slot {
-                    name,
+                    name: entry.name.clone(),
                     server: cell,
                     task: std::sync::Mutex::new(Some(task)),
                 }
@@ -199,7 +168,7 @@ impl Servers {
 
     /// The server called `name`, once its start has ended.
     pub fn get(&self, name: &str) -> Option<&Server> {
-        self.iter().find(|s| s.name == name)
+        self.iter().find(|s| s.name() == name)
     }
 
     /// Shuts every server down concurrently; starts still in flight are

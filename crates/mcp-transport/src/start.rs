@@ -9,19 +9,20 @@ use std::time::Instant;
 use core_agent_mcp_config::{Env, HttpSpec, ServerEntry, StdioSpec, Transport};
 use rmcp::model::Implementation;
 
-use crate::auth::{self, Auth, TokenSource};
+use crate::auth::{self, Auth, AuthError, TokenSource};
 use crate::connect::{Started, start_http, start_stdio};
+use crate::error::StartError;
 use crate::error::humanize;
 use crate::handler::Handler;
-use crate::live::{Cancels, Connection, Live};
+use crate::live::{Connection, Live};
+use crate::options::StartOptions;
 use crate::restart::{Health, RestartPolicy, window};
-use crate::server::{Server, State};
+use crate::server::{OnReady, Server};
 use crate::tools::ToolState;
-use crate::{StartError, StartOptions};
 
 /// What a server needs to start, with placeholders expanded.
 #[derive(Clone)]
-pub(crate) enum Launch {
+enum Launch {
     Stdio {
         command: String,
         args: Vec<String>,
@@ -38,11 +39,7 @@ pub(crate) enum Launch {
 
 impl Launch {
     /// What to start, and how its requests are authenticated.
-    pub(crate) fn prepare(
-        entry: &ServerEntry,
-        env: &dyn Env,
-        options: &StartOptions,
-    ) -> (Launch, Auth) {
+    fn prepare(entry: &ServerEntry, env: &dyn Env, options: &StartOptions) -> (Launch, Auth) {
         match &entry.spec.transport {
             Transport::Stdio(StdioSpec {
                 command,
@@ -68,7 +65,7 @@ impl Launch {
                 let source = match auth::source_for(entry, env, options) {
                     Ok(source) => source,
                     #[cfg(feature = "oauth")]
-                    Err(e @ StartError::Auth(crate::AuthError::LoginNeeded { .. })) => {
+                    Err(e @ StartError::Auth(AuthError::LoginNeeded { .. })) => {
                         let status = crate::oauth::OAuthStatus::LoginNeeded.describe();
                         return (
                             Launch::Unsupported(e),
@@ -99,19 +96,31 @@ impl Launch {
 
 /// Everything needed to start a server, again after a crash.
 pub(crate) struct Relaunch {
-    pub(crate) entry: ServerEntry,
-    pub(crate) launch: Launch,
+    entry: ServerEntry,
+    launch: Launch,
     /// How its requests are authenticated, for reports.
-    pub(crate) auth: Auth,
-    pub(crate) options: StartOptions,
+    auth: Auth,
+    options: StartOptions,
 }
 
 impl Relaunch {
+    /// What it takes to start `entry` under `options`, with its
+    /// placeholders expanded from `env` (once, now).
+    pub(crate) fn new(entry: &ServerEntry, env: &dyn Env, options: &StartOptions) -> Relaunch {
+        let (launch, auth) = Launch::prepare(entry, env, options);
+        Relaunch {
+            entry: entry.clone(),
+            launch,
+            auth,
+            options: options.clone(),
+        }
+    }
+
     fn name(&self) -> &str {
         &self.entry.name
     }
 
-    pub(crate) fn policy(&self) -> Option<RestartPolicy> {
+    fn policy(&self) -> Option<RestartPolicy> {
         self.options.restart
     }
 
@@ -159,8 +168,55 @@ impl Relaunch {
     }
 }
 
+/// One server's start, on a task of its own: the server goes into `filled`
+/// and `on_ready` hears about it as the start ends, and `changed` moves;
+/// then a connected server is watched, and a failed one is started again
+/// when a restart policy is set.
+pub(crate) async fn run(
+    relaunch: Relaunch,
+    filled: Arc<std::sync::OnceLock<Server>>,
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
+    on_ready: Option<OnReady>,
+) {
+    let began = Instant::now();
+    let started = start_one(&relaunch, changed.clone()).await;
+    let elapsed = began.elapsed();
+    let retry = match &started {
+        Err(e) if retryable(e) => relaunch.policy(),
+        _ => None,
+    };
+    let connected = started.as_ref().ok().cloned();
+    let late = Arc::default();
+    let server = Server::new(
+        &relaunch.entry,
+        relaunch.auth.clone(),
+        elapsed,
+        started,
+        Arc::clone(&late),
+    );
+    let relaunch = match connected {
+        Some(live) => {
+            watch_live(&live, relaunch);
+            None
+        }
+        None => Some(relaunch),
+    };
+    if filled.set(server).is_ok()
+        && let (Some(on_ready), Some(server)) = (on_ready, filled.get())
+    {
+        on_ready(server);
+    }
+    changed.send_modify(|v| *v += 1);
+    // A long-lived run tries a failed first start again, as it restarts a
+    // server that died (the task is aborted at shutdown, with any start in
+    // flight).
+    if let (Some(policy), Some(relaunch)) = (retry, relaunch) {
+        retry_first_start(relaunch, policy, &late, &changed).await;
+    }
+}
+
 /// Starts the task that watches `live`'s connection and restarts it.
-pub(crate) fn watch_live(live: &Arc<Live>, relaunch: Relaunch) {
+fn watch_live(live: &Arc<Live>, relaunch: Relaunch) {
     if let Ok(mut monitor) = live.monitor.lock() {
         *monitor = Some(tokio::spawn(watch(live.clone(), relaunch)));
     }
@@ -168,13 +224,13 @@ pub(crate) fn watch_live(live: &Arc<Live>, relaunch: Relaunch) {
 
 /// Whether a failed first start may succeed later by itself: not when the
 /// command does not exist, a header is invalid or a person must log in.
-pub(crate) fn retryable(e: &StartError) -> bool {
+fn retryable(e: &StartError) -> bool {
     !matches!(
         e,
         StartError::NotFound { .. }
             | StartError::InvalidHeader { .. }
             | StartError::Unsupported { .. }
-            | StartError::Auth(crate::AuthError::LoginNeeded { .. })
+            | StartError::Auth(AuthError::LoginNeeded { .. })
     )
 }
 
@@ -182,9 +238,9 @@ pub(crate) fn retryable(e: &StartError) -> bool {
 /// (`policy`: 1 s, 2 s, 4 s …, at most `max_restarts` tries within the
 /// window); once one succeeds the server is `late`, watched and restarted
 /// like any other, and the tools version moves so catalogs are rebuilt.
-pub(crate) async fn retry_first_start(
+async fn retry_first_start(
     relaunch: Relaunch,
-    policy: crate::RestartPolicy,
+    policy: RestartPolicy,
     late: &std::sync::OnceLock<Arc<Live>>,
     changed: &Arc<tokio::sync::watch::Sender<u64>>,
 ) {
@@ -196,16 +252,15 @@ pub(crate) async fn retry_first_start(
             break;
         }
         tokio::time::sleep(delay).await;
-        let server = start_one(&relaunch, changed.clone()).await;
-        match server.state {
-            State::Connected(live) => {
+        match start_one(&relaunch, changed.clone()).await {
+            Ok(live) => {
                 tracing::info!(server = %relaunch.name(), "started after {failed} failed starts");
                 watch_live(&live, relaunch);
                 let _ = late.set(live);
                 changed.send_modify(|v| *v += 1);
                 return;
             }
-            State::Failed(e) => {
+            Err(e) => {
                 failed += 1;
                 tracing::warn!(server = %relaunch.name(), "starting it again failed: {e}");
             }
@@ -217,44 +272,19 @@ pub(crate) async fn retry_first_start(
     );
 }
 
-pub(crate) async fn start_one(
+/// Starts the server once, its tools kept in a new state that reports
+/// changes on `changed`: connected, or why not.
+async fn start_one(
     relaunch: &Relaunch,
     changed: Arc<tokio::sync::watch::Sender<u64>>,
-) -> Server {
-    let started = Instant::now();
-    let entry = &relaunch.entry;
+) -> std::result::Result<Arc<Live>, StartError> {
     let tools = Arc::new(ToolState::new(changed));
     let progress = crate::handler::ProgressSinks::default();
     let handler = relaunch.handler(tools.clone(), progress.clone());
-    let state = match relaunch.start(handler).await {
-        Ok((service, child)) => State::Connected(Arc::new(Live {
-            current: std::sync::RwLock::new(Arc::new(Connection::new(
-                service,
-                child,
-                relaunch.options.kill_grace,
-            ))),
-            health: tokio::sync::watch::channel(Health::Up).0,
-            tools,
-            progress,
-            slots: Arc::new(tokio::sync::Semaphore::new(
-                entry.spec.limits.max_concurrent_calls.max(1),
-            )),
-            closed: std::sync::atomic::AtomicBool::new(false),
-            monitor: std::sync::Mutex::new(None),
-            cancels: Cancels::default(),
-        })),
-        Err(e) => State::Failed(e),
-    };
-    Server {
-        name: entry.name.clone(),
-        scope: entry.scope,
-        limits: entry.spec.limits,
-        transport: entry.spec.transport.kind(),
-        auth: relaunch.auth.clone(),
-        elapsed: started.elapsed(),
-        state,
-        late: Arc::default(),
-    }
+    let (service, child) = relaunch.start(handler).await?;
+    let conn = Connection::new(service, child, relaunch.options.kill_grace);
+    let max_calls = relaunch.entry.spec.limits.max_concurrent_calls;
+    Ok(Arc::new(Live::new(conn, tools, progress, max_calls)))
 }
 
 /// Watches a connected server: when its connection ends and it was not

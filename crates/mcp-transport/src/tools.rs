@@ -36,7 +36,7 @@ pub(crate) async fn list_tools(
 /// Re-lists after `tools/list_changed` begin at least this far apart: a
 /// server that announces a change after every listing (or floods the
 /// notification) costs a few listings a second, not one per notification.
-pub(crate) const MIN_RELIST_INTERVAL: Duration = Duration::from_millis(500);
+const MIN_RELIST_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A server's current tool list. Listings can overlap (the first
 /// `tools/list` with a re-list after `tools/list_changed`), and the one that
@@ -80,7 +80,7 @@ impl ToolState {
     /// Claims the one re-lister slot of a connection; false when a
     /// re-lister already runs (it will see the newer generation and list
     /// again).
-    pub(crate) fn claim_relister(slot: &AtomicBool) -> bool {
+    fn claim_relister(slot: &AtomicBool) -> bool {
         !slot.swap(true, Ordering::SeqCst)
     }
 
@@ -118,7 +118,7 @@ impl ToolState {
     }
 
     /// Counts a `tools/list_changed`; the re-list that follows reflects it.
-    pub(crate) fn notify(&self) -> u64 {
+    fn notify(&self) -> u64 {
         self.notified.fetch_add(1, Ordering::SeqCst) + 1
     }
 
@@ -152,20 +152,44 @@ impl ToolState {
     }
 }
 
+/// Answers a `tools/list_changed` on a connection: counts it and, unless
+/// the connection's re-lister (`slot`) already runs, starts one on `peer`.
+pub(crate) fn list_changed(
+    tools: &Arc<ToolState>,
+    slot: &Arc<AtomicBool>,
+    server: &str,
+    max_pages: usize,
+    timeout: Duration,
+    peer: rmcp::Peer<RoleClient>,
+) {
+    tools.notify();
+    if !ToolState::claim_relister(slot) {
+        return;
+    }
+    let relister = Relister {
+        tools: tools.clone(),
+        slot: slot.clone(),
+        server: server.to_owned(),
+        max_pages,
+        timeout,
+    };
+    tokio::spawn(async move { relister.run(&peer).await });
+}
+
 /// The one re-lister of a connection: lists, paced by
 /// [`MIN_RELIST_INTERVAL`], until no `tools/list_changed` is left unanswered
 /// or the connection ends. A listing that takes longer than `timeout`
 /// counts as failed, so one unanswered `tools/list` never holds the slot.
-pub(crate) struct Relister {
-    pub(crate) tools: Arc<ToolState>,
-    pub(crate) slot: Arc<AtomicBool>,
-    pub(crate) server: String,
-    pub(crate) max_pages: usize,
-    pub(crate) timeout: Duration,
+struct Relister {
+    tools: Arc<ToolState>,
+    slot: Arc<AtomicBool>,
+    server: String,
+    max_pages: usize,
+    timeout: Duration,
 }
 
 impl Relister {
-    pub(crate) async fn run(&self, peer: &rmcp::Peer<RoleClient>) {
+    async fn run(&self, peer: &rmcp::Peer<RoleClient>) {
         loop {
             tokio::time::sleep(self.tools.pace()).await;
             let since = self.tools.begin();

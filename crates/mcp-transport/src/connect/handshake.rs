@@ -5,8 +5,8 @@ use std::time::Duration;
 use rmcp::service::{ClientInitializeError, RunningService};
 use rmcp::{RoleClient, ServiceExt};
 
-use crate::StartError;
 use crate::child::ChildProcess;
+use crate::error::StartError;
 use crate::handler::Handler;
 use crate::tools::list_tools;
 

@@ -10,8 +10,9 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use super::handshake::{HandshakeError, Started, handshake};
 use super::words::init_message;
 use crate::auth::{self, AuthClient, TokenSource};
+use crate::error::StartError;
 use crate::handler::Handler;
-use crate::{StartError, StartOptions};
+use crate::options::StartOptions;
 
 pub(crate) async fn start_http(
     handler: Handler,

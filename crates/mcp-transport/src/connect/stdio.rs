@@ -9,9 +9,10 @@ use core_agent_mcp_config::ServerEntry;
 use super::handshake::{HandshakeError, Started, handshake};
 use super::words::init_message;
 use crate::child::ChildProcess;
+use crate::error::StartError;
 use crate::handler::Handler;
+use crate::options::StartOptions;
 use crate::supervise::Ended;
-use crate::{StartError, StartOptions};
 
 pub(crate) async fn start_stdio(
     entry: &ServerEntry,
