@@ -1,18 +1,18 @@
 //! The client side of each connection: capabilities, elicitation and
 //! `tools/list_changed`.
-
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
-    ErrorData, Implementation, ProtocolVersion, Tool,
+    ErrorData, Implementation, ProtocolVersion,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
 
-use crate::Elicitor;
+use crate::elicit::Elicitor;
+use crate::tools::ToolState;
 
 /// One progress update a server sent about a call in flight.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,125 +46,6 @@ pub(crate) struct Handler {
     pub(crate) relisting: Arc<AtomicBool>,
     /// How long one re-list may take before it counts as failed.
     pub(crate) relist_timeout: Duration,
-}
-
-/// Re-lists after `tools/list_changed` begin at least this far apart: a
-/// server that announces a change after every listing (or floods the
-/// notification) costs a few listings a second, not one per notification.
-pub(crate) const MIN_RELIST_INTERVAL: Duration = Duration::from_millis(500);
-
-/// A server's current tool list. Listings can overlap (the first
-/// `tools/list` with a re-list after `tools/list_changed`), and the one that
-/// *began* last is the newest: a listing that began before a notification
-/// never replaces one that began after it.
-///
-/// Re-lists are coalesced: one re-lister per connection at a time, and every
-/// notification that arrives while it runs or waits is answered by its next
-/// listing.
-#[derive(Debug)]
-pub(crate) struct ToolState {
-    /// How many `tools/list_changed` notifications have arrived.
-    notified: AtomicU64,
-    current: RwLock<Listing>,
-    /// Bumped whenever any server of the set keeps a new listing.
-    changed: Arc<tokio::sync::watch::Sender<u64>>,
-    /// When the last re-list began.
-    last_relist: Mutex<Option<Instant>>,
-}
-
-#[derive(Debug, Default)]
-struct Listing {
-    /// `notified` when this listing began.
-    since: u64,
-    tools: Vec<Tool>,
-    /// The list was cut at `max_pages`.
-    truncated: bool,
-}
-
-impl ToolState {
-    /// An empty state that reports changes on `changed`.
-    pub(crate) fn new(changed: Arc<tokio::sync::watch::Sender<u64>>) -> ToolState {
-        ToolState {
-            notified: AtomicU64::new(0),
-            current: RwLock::new(Listing::default()),
-            changed,
-            last_relist: Mutex::new(None),
-        }
-    }
-
-    /// Claims the one re-lister slot of a connection; false when a
-    /// re-lister already runs (it will see the newer generation and list
-    /// again).
-    fn claim_relister(slot: &AtomicBool) -> bool {
-        !slot.swap(true, Ordering::SeqCst)
-    }
-
-    /// How long the next re-list has to wait to keep the minimum interval,
-    /// and marks it as begun at the end of that wait.
-    fn pace(&self) -> Duration {
-        let now = Instant::now();
-        let Ok(mut last) = self.last_relist.lock() else {
-            return Duration::ZERO;
-        };
-        let start = match *last {
-            Some(previous) => (previous + MIN_RELIST_INTERVAL).max(now),
-            None => now,
-        };
-        *last = Some(start);
-        start - now
-    }
-
-    /// Ends a re-lister that has answered generation `since`. True when a
-    /// notification arrived meanwhile and this re-lister must go on (it
-    /// kept or took back `slot`).
-    fn finish_relister(&self, slot: &AtomicBool, since: u64) -> bool {
-        if self.begin() > since {
-            return true;
-        }
-        slot.store(false, Ordering::SeqCst);
-        // A notification that came between the check and the release saw
-        // the slot taken and left its re-list to us.
-        self.begin() > since && ToolState::claim_relister(slot)
-    }
-
-    /// The generation a listing that begins now reflects.
-    pub(crate) fn begin(&self) -> u64 {
-        self.notified.load(Ordering::SeqCst)
-    }
-
-    /// Counts a `tools/list_changed`; the re-list that follows reflects it.
-    pub(crate) fn notify(&self) -> u64 {
-        self.notified.fetch_add(1, Ordering::SeqCst) + 1
-    }
-
-    /// Keeps a listing that began at generation `since`, unless a listing
-    /// that began later is already kept.
-    pub(crate) fn store(&self, since: u64, (tools, truncated): crate::server::Listed) {
-        if let Ok(mut current) = self.current.write()
-            && since >= current.since
-        {
-            *current = Listing {
-                since,
-                tools,
-                truncated,
-            };
-            drop(current);
-            self.changed.send_modify(|v| *v += 1);
-        }
-    }
-
-    /// The tools of the newest listing.
-    pub(crate) fn tools(&self) -> Vec<Tool> {
-        self.current
-            .read()
-            .map(|c| c.tools.clone())
-            .unwrap_or_default()
-    }
-
-    /// Whether the newest listing was cut at `max_pages`.
-    pub(crate) fn truncated(&self) -> bool {
-        self.current.read().map(|c| c.truncated).unwrap_or(false)
-    }
 }
 
 impl ClientHandler for Handler {
@@ -212,105 +93,13 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        self.tools.notify();
-        if !ToolState::claim_relister(&self.relisting) {
-            return;
-        }
-        let relister = Relister {
-            tools: self.tools.clone(),
-            slot: self.relisting.clone(),
-            server: self.server.clone(),
-            max_pages: self.max_pages,
-            timeout: self.relist_timeout,
-        };
-        tokio::spawn(async move { relister.run(&context.peer).await });
-    }
-}
-
-/// The one re-lister of a connection: lists, paced by
-/// [`MIN_RELIST_INTERVAL`], until no `tools/list_changed` is left unanswered
-/// or the connection ends. A listing that takes longer than `timeout`
-/// counts as failed, so one unanswered `tools/list` never holds the slot.
-struct Relister {
-    tools: Arc<ToolState>,
-    slot: Arc<AtomicBool>,
-    server: String,
-    max_pages: usize,
-    timeout: Duration,
-}
-
-impl Relister {
-    async fn run(&self, peer: &rmcp::Peer<RoleClient>) {
-        loop {
-            tokio::time::sleep(self.tools.pace()).await;
-            let since = self.tools.begin();
-            let listing = crate::server::list_tools(peer, self.max_pages);
-            match tokio::time::timeout(self.timeout, listing).await {
-                Ok(Ok(listed)) => self.tools.store(since, listed),
-                // The connection ended: nothing left to re-list on it.
-                Ok(Err(rmcp::ServiceError::TransportClosed)) => {
-                    self.slot.store(false, Ordering::SeqCst);
-                    return;
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(server = %self.server, "re-listing tools after list_changed failed: {e}")
-                }
-                Err(_) => tracing::warn!(
-                    server = %self.server,
-                    "re-listing tools after list_changed got no answer within {:?}",
-                    self.timeout
-                ),
-            }
-            if !self.tools.finish_relister(&self.slot, since) {
-                return;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn state() -> ToolState {
-        ToolState::new(Arc::new(tokio::sync::watch::channel(0).0))
-    }
-
-    #[test]
-    fn one_relister_at_a_time_and_it_goes_on_while_notifications_arrive() {
-        let s = state();
-        let slot = AtomicBool::new(false);
-        s.notify();
-        assert!(ToolState::claim_relister(&slot));
-        // A second notification while it runs: no second re-lister.
-        s.notify();
-        assert!(!ToolState::claim_relister(&slot));
-        // It answered generation 1 but 2 arrived: it goes on.
-        assert!(s.finish_relister(&slot, 1));
-        assert!(!s.finish_relister(&slot, 2));
-        // Released: the next notification gets a new re-lister.
-        s.notify();
-        assert!(ToolState::claim_relister(&slot));
-        // Another connection's slot (after a restart) is its own.
-        let next = AtomicBool::new(false);
-        assert!(ToolState::claim_relister(&next));
-    }
-
-    #[test]
-    fn re_lists_are_paced_by_the_minimum_interval() {
-        let s = state();
-        assert_eq!(s.pace(), Duration::ZERO, "the first re-list begins at once");
-        let second = s.pace();
-        assert!(
-            second > MIN_RELIST_INTERVAL - Duration::from_millis(50)
-                && second <= MIN_RELIST_INTERVAL,
-            "{second:?}"
-        );
-        // A third, asked for at once, waits one more interval after the second.
-        let third = s.pace();
-        assert!(
-            third > second + MIN_RELIST_INTERVAL - Duration::from_millis(50),
-            "{third:?}"
+        crate::tools::list_changed(
+            &self.tools,
+            &self.relisting,
+            &self.server,
+            self.max_pages,
+            self.relist_timeout,
+            context.peer,
         );
     }
 }

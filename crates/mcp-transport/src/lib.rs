@@ -1,24 +1,33 @@
 #![doc = include_str!("../README.md")]
 
 mod auth;
+mod call;
 mod child;
+mod connect;
 mod elicit;
 mod error;
 #[cfg(feature = "google")]
 mod google;
 mod handler;
+mod live;
 #[cfg(feature = "oauth")]
 pub mod oauth;
+mod options;
 mod restart;
 mod server;
+mod servers;
+mod start;
 pub mod supervise;
+mod tools;
 
 pub use auth::{Auth, AuthError, StaticToken, Token, TokenSource};
 pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor};
 pub use error::{Error, Result, StartError};
 pub use handler::{Progress, ProgressSink};
+pub use options::StartOptions;
 pub use restart::RestartPolicy;
-pub use server::{OnReady, Server, Servers, StartOptions, Status};
+pub use server::{OnReady, Server, Status};
+pub use servers::Servers;
 pub use supervise::Supervisor;
 
 /// The rmcp model types this crate's API uses (`CallToolResult`, `Tool`,

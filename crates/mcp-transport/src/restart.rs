@@ -1,13 +1,10 @@
 //! A connected server whose connection ends unexpectedly (a stdio server
 //! that crashed, an HTTP server whose session could not be re-initialized):
-//! what is said about it, and restarting it with backoff.
+//! what is said about it, and the policy it is restarted under.
 
-use std::collections::VecDeque;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::error::humanize;
-use crate::server::{Live, Relaunch};
 
 /// When and how often a server whose connection ended is started again.
 ///
@@ -78,75 +75,8 @@ impl std::fmt::Display for Ending {
         )
     }
 }
-
-/// Watches a connected server: when its connection ends and it was not
-/// shut down, says why (to calls in flight and in its status), then
-/// restarts it under `policy`, or leaves it down when there is none or the
-/// limit is reached. Runs until the server is shut down or stays down.
-pub(crate) async fn watch(live: Arc<Live>, relaunch: Relaunch) {
-    let mut restarts: VecDeque<Instant> = VecDeque::new();
-    loop {
-        let conn = live.connection();
-        let ending = conn.ended().await;
-        if live.is_closed() {
-            return;
-        }
-        tracing::warn!(server = %relaunch.name(), "the server {ending}");
-        let Some(policy) = relaunch.policy() else {
-            live.set_health(Health::Down(ending.to_string()));
-            conn.report(ending, "");
-            return;
-        };
-        // What the status says: how it ended, what happened since, then its stderr.
-        let stderr = crate::error::stderr_suffix(&ending.stderr);
-        let how = ending.how.clone();
-        let mut since = String::new();
-        let mut first = Some((conn, ending));
-        loop {
-            let now = Instant::now();
-            while restarts
-                .front()
-                .is_some_and(|t| now.duration_since(*t) > policy.window)
-            {
-                restarts.pop_front();
-            }
-            if restarts.len() >= policy.max_restarts {
-                let gave_up = format!(
-                    "it was restarted {} times within {}, so it stays down",
-                    restarts.len(),
-                    window(policy.window)
-                );
-                live.set_health(Health::Down(format!("{how}{since}; {gave_up}{stderr}")));
-                if let Some((conn, ending)) = first.take() {
-                    conn.report(ending, &format!(" ({gave_up})"));
-                }
-                return;
-            }
-            let delay = policy.delay(restarts.len());
-            live.set_health(Health::Restarting(format!("{how}{since}{stderr}")));
-            if let Some((conn, ending)) = first.take() {
-                conn.report(ending, &format!(" (restarting it in {})", humanize(delay)));
-            }
-            tokio::time::sleep(delay).await;
-            restarts.push_back(Instant::now());
-            match relaunch.connect(&live).await {
-                Ok(conn) => {
-                    tracing::info!(server = %relaunch.name(), "restarted");
-                    live.replace(conn);
-                    live.set_health(Health::Up);
-                    break;
-                }
-                Err(e) => since = format!("; restarting it failed: {e}"),
-            }
-            if live.is_closed() {
-                return;
-            }
-        }
-    }
-}
-
 /// `10 min` for whole minutes, else as [`humanize`] says it.
-fn window(d: Duration) -> String {
+pub(crate) fn window(d: Duration) -> String {
     match d.as_secs() {
         s if s >= 60 && s % 60 == 0 && d.subsec_nanos() == 0 => format!("{} min", s / 60),
         _ => humanize(d),

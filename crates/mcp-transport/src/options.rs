@@ -1,0 +1,76 @@
+//! The options every server starts under.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::elicit::{Decline, Elicitor};
+use crate::restart::RestartPolicy;
+use crate::supervise::Supervisor;
+
+/// How servers are started.
+#[derive(Clone)]
+pub struct StartOptions {
+    /// Limit on one server's start: spawn or connect, initialize, list every page of tools.
+    pub timeout: Duration,
+    /// How long a stdio child gets between SIGTERM and SIGKILL at shutdown.
+    pub kill_grace: Duration,
+    /// Answers servers' elicitation requests.
+    pub elicitor: Arc<dyn Elicitor>,
+    /// The `clientInfo` sent in `initialize`.
+    pub client_name: String,
+    /// The `clientInfo` version.
+    pub client_version: String,
+    /// Start each stdio server under this supervisor (see
+    /// [`crate::supervise`]), so that nothing it starts outlives the host,
+    /// even a host killed with `kill -9`. `None` (the default): spawn the
+    /// server directly, in a process group of its own.
+    pub supervisor: Option<Supervisor>,
+    /// Start a server again when its connection ends (a crash), with
+    /// backoff. `None` (the default): it stays down, for one-shot use.
+    pub restart: Option<RestartPolicy>,
+    /// Where [`oauth::login`](crate::oauth::login) keeps OAuth credentials
+    /// ([`CredentialsDir::user`](crate::oauth::CredentialsDir::user), the
+    /// user's); `None`: every `auth.oauth` server needs a login.
+    #[cfg(feature = "oauth")]
+    pub credentials: Option<crate::oauth::CredentialsDir>,
+    /// Shows the authorization page of an OAuth scope step-up (a server's 403
+    /// `insufficient_scope` mid-session); `None`: the call fails, saying
+    /// that a new login is needed.
+    #[cfg(feature = "oauth")]
+    pub browser: Option<Arc<dyn crate::oauth::Browser>>,
+}
+
+impl fmt::Debug for StartOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The elicitor is a trait object with no `Debug`.
+        let mut out = f.debug_struct("StartOptions");
+        out.field("timeout", &self.timeout)
+            .field("kill_grace", &self.kill_grace)
+            .field("client_name", &self.client_name)
+            .field("client_version", &self.client_version)
+            .field("supervisor", &self.supervisor)
+            .field("restart", &self.restart);
+        #[cfg(feature = "oauth")]
+        out.field("credentials", &self.credentials);
+        out.finish_non_exhaustive()
+    }
+}
+
+impl Default for StartOptions {
+    fn default() -> Self {
+        StartOptions {
+            timeout: Duration::from_secs(30),
+            kill_grace: Duration::from_secs(3),
+            elicitor: Arc::new(Decline),
+            client_name: "core-agent".to_owned(),
+            client_version: env!("CARGO_PKG_VERSION").to_owned(),
+            supervisor: None,
+            restart: None,
+            #[cfg(feature = "oauth")]
+            credentials: None,
+            #[cfg(feature = "oauth")]
+            browser: None,
+        }
+    }
+}
