@@ -182,9 +182,24 @@ pub trait TokenSource: Send + Sync + 'static {
         Box::pin(std::future::ready(Ok(false)))
     }
 
-    /// What this source is, for `mcp list` and doctor, never a secret:
-    /// e.g. `google-adc (service account key /path/key.json)`.
-    fn describe(&self) -> String;
+    /// The strategy, one word for reports: `google-adc`, `oauth`, `static`.
+    fn strategy(&self) -> String;
+
+    /// Where its tokens come from or how they stand, never a secret:
+    /// `service account key /path/key.json`, `logged in, expires in 52 min`.
+    /// The default says nothing more than the strategy.
+    fn detail(&self) -> Option<String> {
+        None
+    }
+
+    /// The strategy and its detail, for messages and logs:
+    /// `google-adc (service account key /path/key.json)`.
+    fn describe(&self) -> String {
+        match self.detail() {
+            Some(detail) => format!("{} ({detail})", self.strategy()),
+            None => self.strategy(),
+        }
+    }
 }
 
 /// A fixed token (for a library user who already holds one). `rejected` can
@@ -201,7 +216,7 @@ impl TokenSource for StaticToken {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn describe(&self) -> String {
+    fn strategy(&self) -> String {
         "static".to_owned()
     }
 }
@@ -215,28 +230,50 @@ pub enum Auth {
     None,
     /// An `Authorization` written in `headers`, sent as written.
     Static,
-    /// A token source, by its [`TokenSource::describe`]
-    /// (`google-adc (service account key /path/key.json)`).
-    Source(String),
+    /// A token source: its [`TokenSource::strategy`] and
+    /// [`TokenSource::detail`] (`google-adc`, `service account key
+    /// /path/key.json`).
+    Source {
+        /// The strategy (`google-adc`, `oauth`).
+        kind: String,
+        /// Where its tokens come from or how they stand, if it says.
+        detail: Option<String>,
+    },
 }
 
 impl Auth {
-    /// The strategy alone: `none`, `static`, or the source's first word
+    /// The strategy alone: `none`, `static`, or the source's
     /// (`google-adc`).
     pub fn kind(&self) -> &str {
         match self {
             Auth::None => "none",
             Auth::Static => "static",
-            Auth::Source(described) => described.split(" (").next().unwrap_or(described),
+            Auth::Source { kind, .. } => kind,
+        }
+    }
+
+    /// The source's detail, if any (`service account key /k.json`).
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            Auth::Source { detail, .. } => detail.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// A token source's report.
+    pub(crate) fn of(source: &dyn TokenSource) -> Auth {
+        Auth::Source {
+            kind: source.strategy(),
+            detail: source.detail(),
         }
     }
 }
 
 impl fmt::Display for Auth {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Auth::Source(described) => f.write_str(described),
-            other => f.write_str(other.kind()),
+        match self.detail() {
+            Some(detail) => write!(f, "{} ({detail})", self.kind()),
+            None => f.write_str(self.kind()),
         }
     }
 }

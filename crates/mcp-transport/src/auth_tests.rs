@@ -162,8 +162,12 @@ impl TokenSource for Counting {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn describe(&self) -> String {
-        "counting (test)".to_owned()
+    fn strategy(&self) -> String {
+        "counting".to_owned()
+    }
+
+    fn detail(&self) -> Option<String> {
+        Some("test".to_owned())
     }
 }
 
@@ -298,7 +302,7 @@ async fn a_source_that_fails_fails_the_request_with_its_own_words() {
         fn rejected<'a>(&'a self, _: &'a Token) -> BoxFuture<'a, Result<(), AuthError>> {
             Box::pin(std::future::ready(Ok(())))
         }
-        fn describe(&self) -> String {
+        fn strategy(&self) -> String {
             "broken".to_owned()
         }
     }
@@ -343,9 +347,18 @@ fn a_token_never_shows_its_secret() {
 fn auth_shows_the_strategy_and_the_sources_description() {
     assert_eq!(Auth::None.to_string(), "none");
     assert_eq!(Auth::Static.to_string(), "static");
-    let adc = Auth::Source("google-adc (service account key /k.json)".to_owned());
-    assert_eq!(adc.kind(), "google-adc");
+    let adc = Auth::Source {
+        kind: "google-adc".to_owned(),
+        detail: Some("service account key /k.json".to_owned()),
+    };
+    assert_eq!(
+        (adc.kind(), adc.detail()),
+        ("google-adc", Some("service account key /k.json"))
+    );
     assert_eq!(adc.to_string(), "google-adc (service account key /k.json)");
+    let bare = Auth::of(&StaticToken(Token::bearer("t")));
+    assert_eq!((bare.kind(), bare.detail()), ("static", None));
+    assert_eq!(bare.to_string(), "static");
 }
 
 #[tokio::test]

@@ -332,18 +332,20 @@ impl TokenSource for GoogleAdc {
         })
     }
 
-    fn describe(&self) -> String {
-        match &self.source {
-            AdcSource::Metadata { host, .. } => format!("google-adc (metadata server {host})"),
+    fn strategy(&self) -> String {
+        "google-adc".to_owned()
+    }
+
+    fn detail(&self) -> Option<String> {
+        Some(match &self.source {
+            AdcSource::Metadata { host, .. } => format!("metadata server {host}"),
             AdcSource::FromEnv(path) => format!(
-                "google-adc ({} {}, from GOOGLE_APPLICATION_CREDENTIALS)",
+                "{} {}, from GOOGLE_APPLICATION_CREDENTIALS",
                 self.kind(),
                 path.display()
             ),
-            AdcSource::WellKnown(path) => {
-                format!("google-adc ({} {})", self.kind(), path.display())
-            }
-        }
+            AdcSource::WellKnown(path) => format!("{} {}", self.kind(), path.display()),
+        })
     }
 }
 

@@ -69,7 +69,10 @@ impl Launch {
                         let status = crate::oauth::OAuthStatus::LoginNeeded.describe();
                         return (
                             Launch::Unsupported(e),
-                            Auth::Source(format!("oauth ({status})")),
+                            Auth::Source {
+                                kind: "oauth".to_owned(),
+                                detail: Some(status),
+                            },
                         );
                     }
                     Err(e) => return (Launch::Unsupported(e), Auth::None),
@@ -78,7 +81,7 @@ impl Launch {
                     // The source's Authorization wins (spec: "Header precedence").
                     Some(source) => {
                         headers.retain(|(name, _)| !is_authorization(name));
-                        Auth::Source(source.describe())
+                        Auth::of(source.as_ref())
                     }
                     None if headers.iter().any(|(name, _)| is_authorization(name)) => Auth::Static,
                     None => Auth::None,

@@ -117,18 +117,10 @@ impl From<&core_agent_mcp_transport::Auth> for AuthStatus {
                 kind: auth.kind().to_owned(),
                 detail: None,
             },
-            // A source describes itself as `kind (detail)`:
-            // `google-adc (service account key /k.json)`.
-            Auth::Source(described) => {
-                let (kind, detail) = match described.split_once(" (") {
-                    Some((kind, rest)) => (kind, rest.strip_suffix(')')),
-                    None => (described.as_str(), None),
-                };
-                AuthStatus {
-                    kind: kind.to_owned(),
-                    detail: detail.map(str::to_owned),
-                }
-            }
+            Auth::Source { kind, detail } => AuthStatus {
+                kind: kind.clone(),
+                detail: detail.clone(),
+            },
             _ => AuthStatus {
                 kind: auth.kind().to_owned(),
                 detail: None,

@@ -106,7 +106,11 @@ impl TokenSource for OAuthTokens {
         })
     }
 
-    fn describe(&self) -> String {
-        format!("oauth ({})", self.file.status().describe())
+    fn strategy(&self) -> String {
+        "oauth".to_owned()
+    }
+
+    fn detail(&self) -> Option<String> {
+        Some(self.file.status().describe())
     }
 }
