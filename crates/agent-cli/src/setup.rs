@@ -203,6 +203,30 @@ pub(crate) enum Waits {
 /// Starts the servers, runs `work` in one session, prints the warnings
 /// once, and stops every server; a signal at any point stops them and
 /// exits 130.
+/// A listing (`mcp list`, `tools`): every server started and waited for,
+/// then `list` run on one session; live lines on stderr only for a person
+/// watching both streams, and never around JSON output.
+pub(crate) async fn listing(global: &Global, json: bool, list: fn(&Session, bool) -> u8) -> u8 {
+    let Some(setup) = Setup::new(global) else {
+        return USAGE;
+    };
+    let screen = Screen::new(Screen::wanted(json));
+    let launch = match Launch::new(global, &setup, &screen) {
+        Ok(launch) => launch,
+        Err(code) => return code,
+    };
+    let session = session_options(global);
+    with_session(
+        global,
+        launch,
+        &screen,
+        session,
+        Waits::ForEveryServer,
+        async |session| list(session, json),
+    )
+    .await
+}
+
 pub(crate) async fn with_session(
     global: &Global,
     launch: Launch,

@@ -130,11 +130,7 @@ impl Cx<'_> {
     }
 
     fn object<'v>(&mut self, v: &'v Value, pointer: &str) -> Option<&'v Map<String, Value>> {
-        let obj = v.as_object();
-        if obj.is_none() {
-            self.problem(pointer, "expected a JSON object", "write {…}");
-        }
-        obj
+        self.problems.object(v, pointer)
     }
 
     /// `gateway[key]` when it is a whole number from 1 to 2^32 - 1; a

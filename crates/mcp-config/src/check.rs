@@ -124,6 +124,16 @@ impl<'a> FileProblems<'a> {
         }
     }
 
+    /// `v` as an object, or `None` with a problem at `pointer` saying an
+    /// object was expected.
+    pub fn object<'v>(&mut self, v: &'v Value, pointer: &str) -> Option<&'v Map<String, Value>> {
+        let obj = v.as_object();
+        if obj.is_none() {
+            self.push(None, pointer, "expected a JSON object", "write {…}");
+        }
+        obj
+    }
+
     /// Whether no problem was found.
     pub fn is_empty(&self) -> bool {
         self.problems.is_empty()

@@ -224,11 +224,7 @@ impl Cx<'_> {
     }
 
     fn object<'v>(&mut self, v: &'v Value, pointer: &str) -> Option<&'v Map<String, Value>> {
-        let obj = v.as_object();
-        if obj.is_none() {
-            self.problem(pointer, "expected a JSON object", "write {…}");
-        }
-        obj
+        self.problems.object(v, pointer)
     }
 
     fn keys(&mut self, obj: &Map<String, Value>, base: &str, known: &[&str]) {

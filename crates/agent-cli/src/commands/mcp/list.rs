@@ -2,33 +2,12 @@
 
 use core_agent_host::Session;
 
-use crate::USAGE;
 use crate::cli::Global;
 use crate::render::{clean, count, first_line, print_json, restricted_lines};
-use crate::setup::{Launch, Setup, Waits, session_options, with_session};
-use crate::term::Screen;
+use crate::setup::listing;
 
 pub(crate) async fn run(global: &Global, json: bool) -> u8 {
-    let Some(setup) = Setup::new(global) else {
-        return USAGE;
-    };
-    // Live lines on stderr only for a person watching both streams, and
-    // never around JSON output.
-    let screen = Screen::new(Screen::wanted(json));
-    let launch = match Launch::new(global, &setup, &screen) {
-        Ok(launch) => launch,
-        Err(code) => return code,
-    };
-    let session = session_options(global);
-    with_session(
-        global,
-        launch,
-        &screen,
-        session,
-        Waits::ForEveryServer,
-        async |session| list(session, json),
-    )
-    .await
+    listing(global, json, list).await
 }
 
 fn list(session: &Session, json: bool) -> u8 {
