@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use core_agent_e2e::{Background, Project, Run, bin, free_port, root};
+use core_agent_e2e::{Background, Project, Run, bin, root};
 use serde_json::{Value, json};
 
 use crate::{by_name, demo_server};
@@ -24,15 +24,13 @@ struct Google {
 impl Google {
     fn start(ttl_secs: u64) -> Google {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
         let mut cmd = Command::new(bin("fixture-server"));
         cmd.arg("google")
-            .arg(port.to_string())
             .env("FIXTURE_TOKENS", dir.path().join("tokens"))
             .env("FIXTURE_GRANTS", dir.path().join("grants"))
             .env("FIXTURE_TOKEN_TTL", ttl_secs.to_string());
         Google {
-            server: Background::start(cmd, port),
+            server: Background::start(cmd),
             dir,
         }
     }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use core_agent_e2e::{Background, Project, Run, bin, free_port};
+use core_agent_e2e::{Background, Project, Run, bin};
 use serde_json::{Value, json};
 
 use crate::{by_name, demo_server, fixture};
@@ -361,12 +361,11 @@ fn a_50_mib_result_is_refused_at_the_default_limit_and_kept_whole_under_a_raised
     eprintln!("50 MiB result: peak {peak} KiB, a small call {base} KiB");
 }
 
-/// `fixture-server http-fault KIND PORT` in the background, and its URL.
+/// `fixture-server http-fault KIND` in the background, and its URL.
 fn http_fault(kind: &str) -> (Background, String) {
-    let port = free_port();
     let mut cmd = std::process::Command::new(bin("fixture-server"));
-    cmd.args(["http-fault", kind, &port.to_string()]);
-    let server = Background::start(cmd, port);
+    cmd.args(["http-fault", kind]);
+    let server = Background::start(cmd);
     let url = server.url();
     (server, url)
 }

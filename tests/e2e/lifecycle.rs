@@ -2,19 +2,21 @@
 
 use std::time::Duration;
 
-use core_agent_e2e::{Project, alive, recorded_pids};
+use core_agent_e2e::{Project, ReservedPort, alive, recorded_pids};
 use serde_json::json;
 
 use crate::{by_name, demo_server, fixture};
 
 #[test]
 fn broken_servers_end_up_in_error_and_the_others_carry_on() {
+    // Held for the test and never listening: the connection is refused.
+    let nothing_there = ReservedPort::new();
     let p = Project::new(&json!({"version": 1, "servers": {
         "demo": demo_server(),
         "missing": {"transport": "stdio", "command": "/nonexistent/mcp-server"},
         "crashes": fixture("exit"),
         "hangs": fixture("hang"),
-        "nothing-there": {"transport": "http", "url": format!("http://127.0.0.1:{}/mcp", core_agent_e2e::free_port())},
+        "nothing-there": {"transport": "http", "url": nothing_there.url("/mcp")},
     }}));
     let run = p.run(&["mcp", "list", "--json", "--start-timeout", "2"]);
     run.expect_code(0);

@@ -382,17 +382,14 @@ fn in_a_batch_wait_and_verify_ends_when_its_server_is_down() {
 /// the call goes through, for the gateway's client as if nothing happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_server_that_drops_its_session_is_initialized_again() {
-    use core_agent_e2e::{Background, free_port, py_server, python};
+    use core_agent_e2e::{Background, ReservedPort};
     use rmcp::ServiceExt;
     use rmcp::model::CallToolRequestParams;
 
-    let port = free_port();
-    let py = |port: u16| {
-        let mut cmd = std::process::Command::new(python());
-        cmd.arg(py_server()).arg("http").arg(port.to_string());
-        Background::start(cmd, port)
-    };
-    let first = py(port);
+    // Both servers listen on the one socket this test holds, so the port
+    // stays ours between them.
+    let port = ReservedPort::new();
+    let first = Background::python_on(&port);
     let p = Project::new(&json!({"version": 1, "servers": {
         "py": {"transport": "http", "url": first.url()},
     }}));
@@ -420,7 +417,7 @@ async fn an_http_server_that_drops_its_session_is_initialized_again() {
 
     // A new server on the same port knows nothing of the session.
     drop(first);
-    let _second = py(port);
+    let _second = Background::python_on(&port);
     assert_eq!(answer(add().await.unwrap()), "5");
     drop(client);
     let _ = serve.kill().await;

@@ -375,12 +375,16 @@ async fn each_failing_server_gets_its_own_error_and_the_others_carry_on() {
         message: &'static str,
         prefix: bool,
     }
-    let refused = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
-        format!("http://127.0.0.1:{port}/mcp")
-    };
+    // A port this test holds, bound and never listening, until it ends: the
+    // connection is refused, and no other socket can take the port meanwhile.
+    let closed = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    closed
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let refused = format!(
+        "http://127.0.0.1:{}/mcp",
+        closed.local_addr().unwrap().as_socket().unwrap().port()
+    );
     let rows = [
         Row {
             entry: stdio("missing", "core-agent-no-such-command", &[], &[]),
