@@ -98,19 +98,11 @@ fn project(google: &Google, extra: Value) -> Project {
     p
 }
 
-/// `core-agent ARGS` with only the given Google variables (the developer's
-/// own credentials, if any, never leak in) and no metadata server but the
-/// fake one, if given.
+/// `core-agent ARGS` with only the given Google variables (`Project::command`
+/// keeps the developer's own credentials, if any, out) and no metadata
+/// server but the fake one, if given.
 fn command(p: &Project, args: &[&str], vars: &[(&str, &str)]) -> Command {
     let mut cmd = p.command(args);
-    for var in [
-        "GOOGLE_APPLICATION_CREDENTIALS",
-        "CLOUDSDK_CONFIG",
-        "GOOGLE_CLOUD_QUOTA_PROJECT",
-        "GCE_METADATA_HOST",
-    ] {
-        cmd.env_remove(var);
-    }
     // Where nothing else is given, the metadata server is a closed port.
     cmd.env("GCE_METADATA_HOST", "127.0.0.1:9");
     for (k, v) in vars {

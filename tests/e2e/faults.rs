@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use core_agent_e2e::{Background, Project, Run, bin};
+use core_agent_e2e::{Background, Project, Run, bin, hermetic};
 use serde_json::{Value, json};
 
 use crate::{by_name, demo_server, fixture};
@@ -222,7 +222,8 @@ fn a_flood_of_log_notifications_does_not_stop_the_answer() {
 fn measured(p: &Project, args: &[&str]) -> (Run, u64) {
     let inner = p.command(args);
     let mut cmd = std::process::Command::new(bin("fixture-server"));
-    cmd.arg("peak-rss")
+    hermetic(&mut cmd)
+        .arg("peak-rss")
         .arg(inner.get_program())
         .args(inner.get_args())
         .current_dir(p.path())
