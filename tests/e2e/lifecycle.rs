@@ -152,29 +152,34 @@ fn a_server_that_hangs_at_start_is_stopped_too() {
     assert!(!alive(pids[0]));
 }
 
+/// SIGTERM while a call is in the server (`hold` has created its
+/// `.entered` file and waits to be released, which never happens).
 #[test]
 fn sigterm_to_core_agent_stops_its_servers() {
     let p = Project::empty();
     let pid_file = p.path().join("pids");
-    let mut slow = fixture("ok");
-    slow["env"] = json!({"FIXTURE_PID_FILE": pid_file});
+    let mut held = fixture("load");
+    held["env"] = json!({"FIXTURE_PID_FILE": pid_file});
     p.write(
         ".agents/mcp.json",
-        &json!({"version": 1, "servers": {"fx": slow}}).to_string(),
+        &json!({"version": 1, "servers": {"fx": held}}).to_string(),
     );
-    let mut cmd = p.command(&["call", "--yes", "fx_sleep", r#"{"ms": 60000}"#]);
+    let release = p.path().join("release");
+    let entered = p.path().join("release.entered");
+    let args = json!({"path": release}).to_string();
+    let mut cmd = p.command(&["call", "--yes", "fx_hold", &args]);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while recorded_pids(&pid_file).is_empty() {
+    while !entered.exists() {
         assert!(
             std::time::Instant::now() < deadline,
-            "the fixture never started"
+            "the call never reached the fixture"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(recorded_pids(&pid_file).len(), 1);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

@@ -29,11 +29,20 @@ fn wrapper(mode: &str, pid_file: &Path, marker: &Path) -> Value {
 }
 
 /// The fixture's `stubborn` mode (ignores SIGTERM and stdin EOF, starts a
-/// `sleep 300` grandchild), recording pids in `pid_file`.
+/// `sleep 300` grandchild), recording pids in `pid_file` and each SIGTERM
+/// it ignores in `<pid_file>.sigterms`.
 fn stubborn(pid_file: &Path) -> Value {
     let mut s = fixture("stubborn");
-    s["env"] = json!({"FIXTURE_PID_FILE": pid_file});
+    s["env"] = json!({
+        "FIXTURE_PID_FILE": pid_file,
+        "FIXTURE_SIGTERMS": sigterms(pid_file),
+    });
     s
+}
+
+/// Where the `stubborn` server of `pid_file` records the SIGTERMs it ignores.
+fn sigterms(pid_file: &Path) -> std::path::PathBuf {
+    pid_file.with_extension("sigterms")
 }
 
 /// Starts `core-agent serve` (stdio; its stdin stays open) in `p`, and
@@ -179,8 +188,9 @@ fn sigterm_while_core_agent_stops_its_servers_leaves_nothing_behind() {
 }
 
 /// `core-agent call` of a server that ignores SIGTERM, once it printed the
-/// answer and is stopping that server (which takes the 3 s grace): the
-/// project, the pid file (the server and its grandchild) and the call.
+/// answer and is stopping that server (the server has ignored its SIGTERM,
+/// so the 3 s grace runs): the project, the pid file (the server and its
+/// grandchild) and the call.
 fn call_while_stopping() -> (Project, std::path::PathBuf, Child) {
     let p = Project::empty();
     let pids = p.path().join("pids");
@@ -195,7 +205,14 @@ fn call_while_stopping() -> (Project, std::path::PathBuf, Child) {
     let mut answer = String::new();
     stdout.read_line(&mut answer).unwrap();
     assert_eq!(answer, "hi\n");
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sigterms(&pids).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "core-agent answered but never sent the server its SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     (p, pids, child)
 }
 
