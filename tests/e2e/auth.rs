@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use core_agent_e2e::{Background, Project, Run, bin, free_port, root};
+use core_agent_e2e::{Background, Project, Run, bin, root};
 use serde_json::{Value, json};
 
 use crate::{by_name, demo_server};
@@ -24,15 +24,13 @@ struct Google {
 impl Google {
     fn start(ttl_secs: u64) -> Google {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
         let mut cmd = Command::new(bin("fixture-server"));
         cmd.arg("google")
-            .arg(port.to_string())
             .env("FIXTURE_TOKENS", dir.path().join("tokens"))
             .env("FIXTURE_GRANTS", dir.path().join("grants"))
             .env("FIXTURE_TOKEN_TTL", ttl_secs.to_string());
         Google {
-            server: Background::start(cmd, port),
+            server: Background::start(cmd),
             dir,
         }
     }
@@ -100,19 +98,11 @@ fn project(google: &Google, extra: Value) -> Project {
     p
 }
 
-/// `core-agent ARGS` with only the given Google variables (the developer's
-/// own credentials, if any, never leak in) and no metadata server but the
-/// fake one, if given.
+/// `core-agent ARGS` with only the given Google variables (`Project::command`
+/// keeps the developer's own credentials, if any, out) and no metadata
+/// server but the fake one, if given.
 fn command(p: &Project, args: &[&str], vars: &[(&str, &str)]) -> Command {
     let mut cmd = p.command(args);
-    for var in [
-        "GOOGLE_APPLICATION_CREDENTIALS",
-        "CLOUDSDK_CONFIG",
-        "GOOGLE_CLOUD_QUOTA_PROJECT",
-        "GCE_METADATA_HOST",
-    ] {
-        cmd.env_remove(var);
-    }
     // Where nothing else is given, the metadata server is a closed port.
     cmd.env("GCE_METADATA_HOST", "127.0.0.1:9");
     for (k, v) in vars {

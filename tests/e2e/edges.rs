@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use core_agent_e2e::{Project, Run, bin, free_port};
+use core_agent_e2e::{Project, ReservedPort, Run, bin};
 use serde_json::{Value, json};
 
 use crate::gate::batch;
@@ -130,9 +130,10 @@ fn claude_code_cursor_and_cline_files_load_and_a_disabled_server_is_not_started(
 
 #[test]
 fn an_sse_server_is_left_out_and_the_others_start() {
-    // Nothing listens on the port: were core-agent to try SSE, it would fail
-    // to connect rather than report the transport.
-    let url = format!("http://127.0.0.1:{}/sse", free_port());
+    // Nothing listens on the port (held for the test): were core-agent to
+    // try SSE, it would fail to connect rather than report the transport.
+    let nothing_there = ReservedPort::new();
+    let url = nothing_there.url("/sse");
     let p = dot_mcp_json(&json!({"mcpServers": {
         "legacy": {"type": "sse", "url": url},
         // Cline's spelling of the same.
@@ -317,7 +318,8 @@ fn a_misspelled_key_of_ours_is_still_an_error() {
 
 #[test]
 fn doctor_reports_left_out_servers_and_ignored_keys_as_warnings() {
-    let url = format!("http://127.0.0.1:{}/sse", free_port());
+    let nothing_there = ReservedPort::new();
+    let url = nothing_there.url("/sse");
     let p = dot_mcp_json(&json!({"mcpServers": {
         "legacy": {"type": "sse", "url": url},
         "off": peer(fixture("ok"), json!({"disabled": true, "autoApprove": []})),

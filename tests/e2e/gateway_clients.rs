@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use core_agent_e2e::{
-    Project, bin, group_members, node, processes_mentioning, python, root, ts_sdk,
+    Project, bin, group_members, hermetic, node, processes_mentioning, python, root, ts_sdk,
 };
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
@@ -48,13 +48,14 @@ impl Sdk {
         match self {
             Sdk::TypeScript => {
                 let mut cmd = Command::new(node());
-                cmd.arg(root().join("tests/fixture/gateway_client.mjs"))
+                hermetic(&mut cmd)
+                    .arg(root().join("tests/fixture/gateway_client.mjs"))
                     .env("MCP_SDK_DIR", ts_sdk());
                 cmd
             }
             Sdk::Python => {
                 let mut cmd = Command::new(python());
-                cmd.arg(root().join("tests/fixture/gateway_client.py"));
+                hermetic(&mut cmd).arg(root().join("tests/fixture/gateway_client.py"));
                 cmd
             }
         }

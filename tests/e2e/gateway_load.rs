@@ -14,7 +14,7 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use core_agent_e2e::{Background, Project, alive, bin, free_port, recorded_pids};
+use core_agent_e2e::{Background, Project, ReservedPort, alive, bin, recorded_pids};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
@@ -833,9 +833,10 @@ async fn sigterm_drains_the_call_in_flight_then_stops_every_backend() {
 /// catalog once it answers; its clients hear `tools/list_changed`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_that_is_not_up_at_start_joins_once_it_answers() {
-    let port = free_port();
+    // Held, and refused, until the server is started on it.
+    let port = ReservedPort::new();
     let p = Project::new(&json!({"version": 1, "servers": {
-        "later": {"transport": "http", "url": format!("http://127.0.0.1:{port}/mcp")},
+        "later": {"transport": "http", "url": port.url("/mcp")},
     }}));
     // Tries again 0.5 s, 1.5 s, 3.5 s, 7.5 s and 15.5 s after the first start.
     let serve = Serve::launch(
@@ -860,7 +861,7 @@ async fn a_backend_that_is_not_up_at_start_joins_once_it_answers() {
         "{tools:?}"
     );
 
-    let _python = Background::python_on(port);
+    let _python = Background::python_on(&port);
     let deadline = Instant::now() + Duration::from_secs(30);
     while status(&serve.health().await).as_deref() != Some("connected") {
         assert!(Instant::now() < deadline, "{}", serve.stderr());

@@ -2,19 +2,21 @@
 
 use std::time::Duration;
 
-use core_agent_e2e::{Project, alive, recorded_pids};
+use core_agent_e2e::{Project, ReservedPort, alive, recorded_pids};
 use serde_json::json;
 
 use crate::{by_name, demo_server, fixture};
 
 #[test]
 fn broken_servers_end_up_in_error_and_the_others_carry_on() {
+    // Held for the test and never listening: the connection is refused.
+    let nothing_there = ReservedPort::new();
     let p = Project::new(&json!({"version": 1, "servers": {
         "demo": demo_server(),
         "missing": {"transport": "stdio", "command": "/nonexistent/mcp-server"},
         "crashes": fixture("exit"),
         "hangs": fixture("hang"),
-        "nothing-there": {"transport": "http", "url": format!("http://127.0.0.1:{}/mcp", core_agent_e2e::free_port())},
+        "nothing-there": {"transport": "http", "url": nothing_there.url("/mcp")},
     }}));
     let run = p.run(&["mcp", "list", "--json", "--start-timeout", "2"]);
     run.expect_code(0);
@@ -150,29 +152,34 @@ fn a_server_that_hangs_at_start_is_stopped_too() {
     assert!(!alive(pids[0]));
 }
 
+/// SIGTERM while a call is in the server (`hold` has created its
+/// `.entered` file and waits to be released, which never happens).
 #[test]
 fn sigterm_to_core_agent_stops_its_servers() {
     let p = Project::empty();
     let pid_file = p.path().join("pids");
-    let mut slow = fixture("ok");
-    slow["env"] = json!({"FIXTURE_PID_FILE": pid_file});
+    let mut held = fixture("load");
+    held["env"] = json!({"FIXTURE_PID_FILE": pid_file});
     p.write(
         ".agents/mcp.json",
-        &json!({"version": 1, "servers": {"fx": slow}}).to_string(),
+        &json!({"version": 1, "servers": {"fx": held}}).to_string(),
     );
-    let mut cmd = p.command(&["call", "--yes", "fx_sleep", r#"{"ms": 60000}"#]);
+    let release = p.path().join("release");
+    let entered = p.path().join("release.entered");
+    let args = json!({"path": release}).to_string();
+    let mut cmd = p.command(&["call", "--yes", "fx_hold", &args]);
     cmd.stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let child = cmd.spawn().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while recorded_pids(&pid_file).is_empty() {
+    while !entered.exists() {
         assert!(
             std::time::Instant::now() < deadline,
-            "the fixture never started"
+            "the call never reached the fixture"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(recorded_pids(&pid_file).len(), 1);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGTERM,

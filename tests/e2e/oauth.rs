@@ -9,16 +9,13 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use core_agent_e2e::{Background, Project, Run, bin, free_port};
+use core_agent_e2e::{Background, Project, Run, bin};
 use serde_json::{Value, json};
 
 use crate::fixture;
 
 fn oauth_server() -> Background {
-    let port = free_port();
-    let mut cmd = Command::new(bin("oauth-fixture"));
-    cmd.arg(port.to_string());
-    Background::start(cmd, port)
+    Background::start(Command::new(bin("oauth-fixture")))
 }
 
 /// One HTTP/1.1 request without following redirects: (status, Location, body).

@@ -29,11 +29,20 @@ fn wrapper(mode: &str, pid_file: &Path, marker: &Path) -> Value {
 }
 
 /// The fixture's `stubborn` mode (ignores SIGTERM and stdin EOF, starts a
-/// `sleep 300` grandchild), recording pids in `pid_file`.
+/// `sleep 300` grandchild), recording pids in `pid_file` and each SIGTERM
+/// it ignores in `<pid_file>.sigterms`.
 fn stubborn(pid_file: &Path) -> Value {
     let mut s = fixture("stubborn");
-    s["env"] = json!({"FIXTURE_PID_FILE": pid_file});
+    s["env"] = json!({
+        "FIXTURE_PID_FILE": pid_file,
+        "FIXTURE_SIGTERMS": sigterms(pid_file),
+    });
     s
+}
+
+/// Where the `stubborn` server of `pid_file` records the SIGTERMs it ignores.
+fn sigterms(pid_file: &Path) -> std::path::PathBuf {
+    pid_file.with_extension("sigterms")
 }
 
 /// Starts `core-agent serve` (stdio; its stdin stays open) in `p`, and
@@ -179,8 +188,9 @@ fn sigterm_while_core_agent_stops_its_servers_leaves_nothing_behind() {
 }
 
 /// `core-agent call` of a server that ignores SIGTERM, once it printed the
-/// answer and is stopping that server (which takes the 3 s grace): the
-/// project, the pid file (the server and its grandchild) and the call.
+/// answer and is stopping that server (the server has ignored its SIGTERM,
+/// so the 3 s grace runs): the project, the pid file (the server and its
+/// grandchild) and the call.
 fn call_while_stopping() -> (Project, std::path::PathBuf, Child) {
     let p = Project::empty();
     let pids = p.path().join("pids");
@@ -195,7 +205,14 @@ fn call_while_stopping() -> (Project, std::path::PathBuf, Child) {
     let mut answer = String::new();
     stdout.read_line(&mut answer).unwrap();
     assert_eq!(answer, "hi\n");
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sigterms(&pids).exists() {
+        assert!(
+            Instant::now() < deadline,
+            "core-agent answered but never sent the server its SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     (p, pids, child)
 }
 
@@ -382,17 +399,14 @@ fn in_a_batch_wait_and_verify_ends_when_its_server_is_down() {
 /// the call goes through, for the gateway's client as if nothing happened.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_server_that_drops_its_session_is_initialized_again() {
-    use core_agent_e2e::{Background, free_port, py_server, python};
+    use core_agent_e2e::{Background, ReservedPort};
     use rmcp::ServiceExt;
     use rmcp::model::CallToolRequestParams;
 
-    let port = free_port();
-    let py = |port: u16| {
-        let mut cmd = std::process::Command::new(python());
-        cmd.arg(py_server()).arg("http").arg(port.to_string());
-        Background::start(cmd, port)
-    };
-    let first = py(port);
+    // Both servers listen on the one socket this test holds, so the port
+    // stays ours between them.
+    let port = ReservedPort::new();
+    let first = Background::python_on(&port);
     let p = Project::new(&json!({"version": 1, "servers": {
         "py": {"transport": "http", "url": first.url()},
     }}));
@@ -420,7 +434,7 @@ async fn an_http_server_that_drops_its_session_is_initialized_again() {
 
     // A new server on the same port knows nothing of the session.
     drop(first);
-    let _second = py(port);
+    let _second = Background::python_on(&port);
     assert_eq!(answer(add().await.unwrap()), "5");
     drop(client);
     let _ = serve.kill().await;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use core_agent_e2e::{Project, alive, bin, group_members, live_processes, recorded_pids};
+use core_agent_e2e::{Project, alive, bin, group_members, hermetic, live_processes, recorded_pids};
 use expectrl::process::unix::WaitStatus;
 use expectrl::session::OsSession;
 use expectrl::{Eof, Expect, Session};
@@ -17,11 +17,11 @@ use crate::{everything_stdio, fixture};
 /// (stdin, stdout and stderr), 120 columns wide.
 fn pty(p: &Project, args: &[&str]) -> OsSession {
     let mut cmd = Command::new(bin("core-agent"));
-    cmd.args(args)
+    hermetic(&mut cmd)
+        .args(args)
         .current_dir(p.path())
         .env("HOME", p.path().join("home"))
-        .env("TERM", "xterm-256color")
-        .env_remove("CORE_AGENT_LOG");
+        .env("TERM", "xterm-256color");
     let mut session = Session::spawn(cmd).unwrap();
     session.get_process_mut().set_window_size(120, 40).unwrap();
     session.set_expect_timeout(Some(Duration::from_secs(30)));

@@ -13,7 +13,10 @@
     clippy::panic
 )]
 
-use std::net::{TcpListener, TcpStream};
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -95,6 +98,45 @@ pub fn python() -> PathBuf {
 /// The Python SDK test server.
 pub fn py_server() -> PathBuf {
     root().join("tests/fixture/py_server.py")
+}
+
+/// The prefixes of the variables that configure core-agent (`CORE_AGENT_`),
+/// Google's Application Default Credentials (`GOOGLE_`, and gcloud's
+/// `CLOUDSDK_` and `GCE_METADATA_`, which ADC reads too) and OpenTelemetry
+/// (`OTEL_`): the developer's or CI's own never reach a process under test.
+pub const HOST_VARIABLES: &[&str] = &[
+    "CORE_AGENT_",
+    "GOOGLE_",
+    "OTEL_",
+    "CLOUDSDK_",
+    "GCE_METADATA_",
+];
+
+/// Removes from `cmd`'s environment every variable of this process whose
+/// name starts with one of [`HOST_VARIABLES`], but those `cmd` sets itself:
+/// a variable set on `cmd` before this call is kept, and one set after it
+/// is passed as usual.
+pub fn hermetic(cmd: &mut Command) -> &mut Command {
+    clear_inherited(cmd, std::env::vars_os().map(|(key, _)| key))
+}
+
+/// [`hermetic`] with the names of the inherited variables given.
+fn clear_inherited(
+    cmd: &mut Command,
+    inherited: impl IntoIterator<Item = OsString>,
+) -> &mut Command {
+    let set: Vec<OsString> = cmd
+        .get_envs()
+        .filter(|(_, value)| value.is_some())
+        .map(|(key, _)| key.to_owned())
+        .collect();
+    for key in inherited {
+        let name = key.to_string_lossy();
+        if HOST_VARIABLES.iter().any(|p| name.starts_with(p)) && !set.contains(&key) {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
 }
 
 /// What a `core-agent` run produced.
@@ -179,13 +221,15 @@ impl Project {
         path
     }
 
-    /// `core-agent ARGS` run in the project, with `HOME` inside it.
+    /// `core-agent ARGS` run in the project, with `HOME` inside it and a
+    /// [`hermetic`] environment (a variable the test sets on the command
+    /// afterwards is passed).
     pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin("core-agent"));
-        cmd.args(args)
+        hermetic(&mut cmd)
+            .args(args)
             .current_dir(self.path())
             .env("HOME", self.path().join("home"))
-            .env_remove("CORE_AGENT_LOG")
             .stdin(Stdio::null());
         cmd
     }
@@ -203,14 +247,86 @@ impl Project {
     }
 }
 
-/// A free TCP port on 127.0.0.1.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A port on 127.0.0.1 that this process holds, for a test that needs a
+/// port where nothing listens: a TCP socket bound to it (without
+/// `SO_REUSEADDR`, so no other socket can bind the port) that never
+/// listens.
+///
+/// Bound and not listening, because a connection to it is then refused at
+/// once, as to a port where nothing runs; a listener that never accepts
+/// would take the connection into its backlog instead, and leave the
+/// request hanging until some timeout. Held, because a port read from a
+/// listener that is then dropped can be taken by any other process before
+/// the test uses it. Keep the value alive for as long as the port must stay
+/// closed; [`Background::python_on`] hands the socket to a server that then
+/// listens on it.
+#[derive(Debug)]
+pub struct ReservedPort {
+    socket: OwnedFd,
+    port: u16,
 }
+
+impl ReservedPort {
+    /// Binds a socket to a port of the kernel's choosing on 127.0.0.1.
+    pub fn new() -> ReservedPort {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("cannot create a TCP socket");
+        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        socket
+            .bind(&any.into())
+            .expect("cannot bind a socket to 127.0.0.1");
+        let port = socket
+            .local_addr()
+            .unwrap()
+            .as_socket()
+            .expect("an IPv4 address")
+            .port();
+        ReservedPort {
+            socket: socket.into(),
+            port,
+        }
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// The bound socket, for a server's stdin (it listens on it).
+    fn handed_over(&self) -> Stdio {
+        Stdio::from(self.socket.try_clone().unwrap())
+    }
+}
+
+impl Default for ReservedPort {
+    fn default() -> Self {
+        ReservedPort::new()
+    }
+}
+
+/// What a server of the tests says on stdout once it listens: `listening on
+/// 127.0.0.1:PORT` (the port it was given by the kernel).
+const LISTENING: &str = "listening on 127.0.0.1:";
+
+/// For the fixture servers: a listener on a port of the kernel's choosing on
+/// 127.0.0.1, announced on stdout as [`Background::start`] expects.
+pub fn announced_listener() -> TcpListener {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("cannot listen on 127.0.0.1");
+    let port = listener.local_addr().unwrap().port();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{LISTENING}{port}")
+        .and_then(|()| out.flush())
+        .expect("cannot write to stdout");
+    listener
+}
+
+/// How long a background server may take to say it listens.
+const START_LIMIT: Duration = Duration::from_secs(30);
 
 /// A server process that is killed, with its process group, when dropped.
 #[derive(Debug)]
@@ -221,46 +337,93 @@ pub struct Background {
 }
 
 impl Background {
-    /// Starts `cmd` in its own process group and waits until `port` accepts
-    /// connections.
-    pub fn start(mut cmd: Command, port: u16) -> Background {
-        cmd.process_group(0)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
+    /// Starts `cmd` in its own process group, with a [`hermetic`]
+    /// environment, and waits until it says on stdout that it listens: `listening on 127.0.0.1:PORT`, a port it bound
+    /// itself (port 0), so no other process can take it in between. The rest
+    /// of its stdout is drained.
+    pub fn start(cmd: Command) -> Background {
+        Background::launch(cmd, Stdio::null())
+    }
+
+    fn launch(mut cmd: Command, stdin: Stdio) -> Background {
+        hermetic(&mut cmd)
+            .process_group(0)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        let child = cmd.spawn().unwrap();
-        let server = Background { child, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "server on port {port} did not start listening within 30 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        let program = format!(
+            "{:?} {:?}",
+            cmd.get_program(),
+            cmd.get_args().collect::<Vec<_>>()
+        );
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).split(b'\n');
+            let mut before = Vec::new();
+            for line in lines.by_ref() {
+                let Ok(line) = line else { break };
+                let line = String::from_utf8_lossy(&line).trim().to_owned();
+                if let Some(port) = line.strip_prefix(LISTENING).and_then(|p| p.parse().ok()) {
+                    let _ = tx.send(Ok(port));
+                    // Drained to the end, so the server never blocks on a full pipe.
+                    lines.for_each(drop);
+                    return;
+                }
+                before.push(line);
+            }
+            let _ = tx.send(Err(before));
+        });
+        let mut server = Background { child, port: 0 };
+        match rx.recv_timeout(START_LIMIT) {
+            Ok(Ok(port)) => server.port = port,
+            Ok(Err(stdout)) => {
+                let status = server.child.try_wait().ok().flatten();
+                panic!(
+                    "{program} ended ({status:?}) before it said `{LISTENING}PORT`; its stdout:\n{}",
+                    stdout.join("\n")
+                )
+            }
+            Err(_) => panic!(
+                "{program} did not say `{LISTENING}PORT` within {} s",
+                START_LIMIT.as_secs()
+            ),
         }
         server
     }
 
-    /// server-everything over streamable HTTP; its URL is `url()`.
+    /// server-everything over streamable HTTP (on 127.0.0.1, on a port it
+    /// binds, which `tests/fixture/loopback.cjs` reports); its URL is `url()`.
     pub fn everything() -> Background {
-        let port = free_port();
         let mut cmd = Command::new(node());
-        cmd.arg(everything_js())
+        cmd.arg("--require")
+            .arg(root().join("tests/fixture/loopback.cjs"))
+            .arg(everything_js())
             .arg("streamableHttp")
-            .env("PORT", port.to_string());
-        Background::start(cmd, port)
+            .env("PORT", "0");
+        Background::start(cmd)
     }
 
     /// The Python SDK fixture over streamable HTTP.
     pub fn python() -> Background {
-        Background::python_on(free_port())
+        let mut cmd = Command::new(python());
+        cmd.arg(py_server()).arg("http");
+        Background::start(cmd)
     }
 
-    /// The Python SDK fixture over streamable HTTP on `port`.
-    pub fn python_on(port: u16) -> Background {
+    /// The Python SDK fixture over streamable HTTP on `port`'s socket: until
+    /// it is started, a connection to the port is refused; once it has been
+    /// started (and even after it was stopped), connections wait for the
+    /// next server started on the same port.
+    pub fn python_on(port: &ReservedPort) -> Background {
         let mut cmd = Command::new(python());
-        cmd.arg(py_server()).arg("http").arg(port.to_string());
-        Background::start(cmd, port)
+        cmd.arg(py_server()).arg("http-socket");
+        let server = Background::launch(cmd, port.handed_over());
+        assert_eq!(server.port, port.port, "the fixture listened elsewhere");
+        server
     }
 
     /// `http://127.0.0.1:<port>/mcp`.
@@ -373,10 +536,9 @@ pub fn processes_mentioning(needle: &str) -> Vec<(i32, String)> {
 impl Background {
     /// The fixture's `http401` mode: every request gets 401 and a challenge.
     pub fn unauthorized() -> Background {
-        let port = free_port();
         let mut cmd = Command::new(bin("fixture-server"));
-        cmd.arg("http401").arg(port.to_string());
-        Background::start(cmd, port)
+        cmd.arg("http401");
+        Background::start(cmd)
     }
 }
 
@@ -384,9 +546,52 @@ impl Background {
     /// The fixture's `openai` mode: a fake chat-completions endpoint; its
     /// base URL is `http://127.0.0.1:<port>/v1`.
     pub fn fake_llm() -> Background {
-        let port = free_port();
         let mut cmd = Command::new(bin("fixture-server"));
-        cmd.arg("openai").arg(port.to_string());
-        Background::start(cmd, port)
+        cmd.arg("openai");
+        Background::start(cmd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hermetic_clears_inherited_host_variables_but_keeps_those_set() {
+        let inherited = [
+            "CORE_AGENT_LOG",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "CLOUDSDK_CONFIG",
+            "GCE_METADATA_HOST",
+            "CORE_AGENT_RESTART_DELAY_MS",
+            "PATH",
+            "GOOGLEBOT",
+        ];
+        let mut cmd = Command::new("true");
+        cmd.env("CORE_AGENT_RESTART_DELAY_MS", "500");
+        clear_inherited(&mut cmd, inherited.map(OsString::from));
+        cmd.env("GCE_METADATA_HOST", "127.0.0.1:9");
+        let mut envs: Vec<(String, Option<String>)> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                let text = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
+                (text(k), v.map(text))
+            })
+            .collect();
+        envs.sort();
+        let some = |k: &str, v: &str| (k.to_owned(), Some(v.to_owned()));
+        let removed = |k: &str| (k.to_owned(), None);
+        assert_eq!(
+            envs,
+            [
+                removed("CLOUDSDK_CONFIG"),
+                removed("CORE_AGENT_LOG"),
+                some("CORE_AGENT_RESTART_DELAY_MS", "500"),
+                some("GCE_METADATA_HOST", "127.0.0.1:9"),
+                removed("GOOGLE_APPLICATION_CREDENTIALS"),
+                removed("OTEL_EXPORTER_OTLP_ENDPOINT"),
+            ]
+        );
     }
 }

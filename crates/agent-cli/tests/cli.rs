@@ -7,9 +7,29 @@
 
 use std::process::Command;
 
+/// The binary, without the variables of this process that configure it,
+/// Google's credentials or OpenTelemetry (the developer's or CI's own).
+fn bare() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_core-agent"));
+    for (key, _) in std::env::vars_os() {
+        let name = key.to_string_lossy();
+        let prefixes = [
+            "CORE_AGENT_",
+            "GOOGLE_",
+            "OTEL_",
+            "CLOUDSDK_",
+            "GCE_METADATA_",
+        ];
+        if prefixes.iter().any(|p| name.starts_with(p)) {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
+}
+
 fn core_agent(args: &[&str]) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
-    Command::new(env!("CARGO_BIN_EXE_core-agent"))
+    bare()
         .args(args)
         .current_dir(dir.path())
         .env("HOME", dir.path())
@@ -63,7 +83,7 @@ fn a_closed_stdout_is_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
-    let out = Command::new(env!("CARGO_BIN_EXE_core-agent"))
+    let out = bare()
         .args(["config", "schema"])
         .current_dir(dir.path())
         .env("HOME", dir.path())

@@ -4,7 +4,9 @@
 //! - `echo {text}`: answers `text` (annotated read-only);
 //! - `env {name}`: answers the value of that environment variable of this
 //!   process, or the empty string when it is not set;
-//! - `sleep {ms}`: sleeps, then answers `slept <ms> ms`;
+//! - `sleep {ms}`: sleeps, then answers `slept <ms> ms`; when
+//!   `ECHO_SERVER_SLEEPING_FILE` is set, it first creates that file, so a
+//!   test can act once the call is in the server;
 //! - `ask`: sends a form elicitation (`name` defaults to `John`, `age` to 30,
 //!   `note` has no default) and answers with the client's reply as JSON.
 //!
@@ -69,9 +71,13 @@ impl EchoServer {
     }
 
     #[tool(description = "Sleep, then answer.")]
-    async fn sleep(&self, Parameters(args): Parameters<SleepArgs>) -> String {
+    async fn sleep(&self, Parameters(args): Parameters<SleepArgs>) -> Result<String, ErrorData> {
+        if let Some(path) = std::env::var_os("ECHO_SERVER_SLEEPING_FILE") {
+            std::fs::write(path, "sleeping")
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        }
         tokio::time::sleep(Duration::from_millis(args.ms)).await;
-        format!("slept {} ms", args.ms)
+        Ok(format!("slept {} ms", args.ms))
     }
 
     #[tool(description = "Listed only by a server started again: answers `reborn`.")]

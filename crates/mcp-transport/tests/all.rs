@@ -375,12 +375,16 @@ async fn each_failing_server_gets_its_own_error_and_the_others_carry_on() {
         message: &'static str,
         prefix: bool,
     }
-    let refused = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        drop(listener);
-        format!("http://127.0.0.1:{port}/mcp")
-    };
+    // A port this test holds, bound and never listening, until it ends: the
+    // connection is refused, and no other socket can take the port meanwhile.
+    let closed = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    closed
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let refused = format!(
+        "http://127.0.0.1:{}/mcp",
+        closed.local_addr().unwrap().as_socket().unwrap().port()
+    );
     let rows = [
         Row {
             entry: stdio("missing", "core-agent-no-such-command", &[], &[]),
@@ -874,15 +878,30 @@ fn quick_restarts() -> StartOptions {
 async fn a_killed_server_fails_the_call_in_flight_saying_so_and_comes_back() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("pid");
-    let entry = echo("e", &[("ECHO_SERVER_PID_FILE", pid_file.to_str().unwrap())]);
+    let sleeping = dir.path().join("sleeping");
+    let entry = echo(
+        "e",
+        &[
+            ("ECHO_SERVER_PID_FILE", pid_file.to_str().unwrap()),
+            ("ECHO_SERVER_SLEEPING_FILE", sleeping.to_str().unwrap()),
+        ],
+    );
     let servers = start(&[entry], &quick_restarts()).await;
     let server = servers.get("e").unwrap();
     let first = read_pid(&pid_file);
     let version = servers.tools_version();
 
     let in_flight = server.call_tool("sleep", args(json!({"ms": 60000})), CALL);
+    // Killed once the call is in the server.
     let killer = async {
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !sleeping.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the call never reached the server"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         kill9(first);
     };
     let (result, ()) = tokio::join!(in_flight, killer);
