@@ -2,6 +2,21 @@
 //! directory with an `mcp.json`, running the `core-agent` binary, and
 //! background HTTP servers that are always stopped.
 //!
+//! It is also the test support the crates share (a dev-dependency of theirs,
+//! path-only, so publishing strips it), so each helper is written once:
+//! - processes as `/proc` shows them: [`alive`], [`state`] (`T` once a
+//!   `SIGSTOP` took effect), [`live_processes`], [`group_members`],
+//!   [`processes_mentioning`], [`recorded_pids`];
+//! - [`ReservedPort`], a port of 127.0.0.1 held closed for a test (bound,
+//!   never listening: connections are refused, and no other process can take
+//!   the port), whose socket can be handed to a server;
+//! - [`hermetic`], which keeps the test process's [`HOST_VARIABLES`]
+//!   (`CORE_AGENT_*`, `GOOGLE_*`, `OTEL_*`, `CLOUDSDK_*`, `GCE_METADATA_*`)
+//!   away from a command.
+//!
+//! A helper that finds something wrong panics with a message, as a test
+//! does.
+//!
 //! The third-party servers are installed by `cargo xtask test` into
 //! `target/test-deps` (or `$CORE_AGENT_TEST_DEPS`). A test that needs them
 //! fails with a message saying so when they are missing; it never skips.
@@ -13,10 +28,8 @@
     clippy::panic
 )]
 
-use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
-use std::os::fd::OwnedFd;
+use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -24,6 +37,16 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+
+mod env;
+mod port;
+mod process;
+
+pub use env::{HOST_VARIABLES, hermetic};
+pub use port::ReservedPort;
+pub use process::{
+    Proc, alive, group_members, live_processes, processes_mentioning, recorded_pids, state,
+};
 
 /// The workspace root.
 pub fn root() -> PathBuf {
@@ -98,45 +121,6 @@ pub fn python() -> PathBuf {
 /// The Python SDK test server.
 pub fn py_server() -> PathBuf {
     root().join("tests/fixture/py_server.py")
-}
-
-/// The prefixes of the variables that configure core-agent (`CORE_AGENT_`),
-/// Google's Application Default Credentials (`GOOGLE_`, and gcloud's
-/// `CLOUDSDK_` and `GCE_METADATA_`, which ADC reads too) and OpenTelemetry
-/// (`OTEL_`): the developer's or CI's own never reach a process under test.
-pub const HOST_VARIABLES: &[&str] = &[
-    "CORE_AGENT_",
-    "GOOGLE_",
-    "OTEL_",
-    "CLOUDSDK_",
-    "GCE_METADATA_",
-];
-
-/// Removes from `cmd`'s environment every variable of this process whose
-/// name starts with one of [`HOST_VARIABLES`], but those `cmd` sets itself:
-/// a variable set on `cmd` before this call is kept, and one set after it
-/// is passed as usual.
-pub fn hermetic(cmd: &mut Command) -> &mut Command {
-    clear_inherited(cmd, std::env::vars_os().map(|(key, _)| key))
-}
-
-/// [`hermetic`] with the names of the inherited variables given.
-fn clear_inherited(
-    cmd: &mut Command,
-    inherited: impl IntoIterator<Item = OsString>,
-) -> &mut Command {
-    let set: Vec<OsString> = cmd
-        .get_envs()
-        .filter(|(_, value)| value.is_some())
-        .map(|(key, _)| key.to_owned())
-        .collect();
-    for key in inherited {
-        let name = key.to_string_lossy();
-        if HOST_VARIABLES.iter().any(|p| name.starts_with(p)) && !set.contains(&key) {
-            cmd.env_remove(&key);
-        }
-    }
-    cmd
 }
 
 /// What a `core-agent` run produced.
@@ -244,68 +228,6 @@ impl Project {
         let started = Instant::now();
         let output = cmd.output().unwrap();
         Run::from(output, started.elapsed())
-    }
-}
-
-/// A port on 127.0.0.1 that this process holds, for a test that needs a
-/// port where nothing listens: a TCP socket bound to it (without
-/// `SO_REUSEADDR`, so no other socket can bind the port) that never
-/// listens.
-///
-/// Bound and not listening, because a connection to it is then refused at
-/// once, as to a port where nothing runs; a listener that never accepts
-/// would take the connection into its backlog instead, and leave the
-/// request hanging until some timeout. Held, because a port read from a
-/// listener that is then dropped can be taken by any other process before
-/// the test uses it. Keep the value alive for as long as the port must stay
-/// closed; [`Background::python_on`] hands the socket to a server that then
-/// listens on it.
-#[derive(Debug)]
-pub struct ReservedPort {
-    socket: OwnedFd,
-    port: u16,
-}
-
-impl ReservedPort {
-    /// Binds a socket to a port of the kernel's choosing on 127.0.0.1.
-    pub fn new() -> ReservedPort {
-        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-            .expect("cannot create a TCP socket");
-        let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        socket
-            .bind(&any.into())
-            .expect("cannot bind a socket to 127.0.0.1");
-        let port = socket
-            .local_addr()
-            .unwrap()
-            .as_socket()
-            .expect("an IPv4 address")
-            .port();
-        ReservedPort {
-            socket: socket.into(),
-            port,
-        }
-    }
-
-    /// The port.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// `http://127.0.0.1:<port><path>`.
-    pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    /// The bound socket, for a server's stdin (it listens on it).
-    fn handed_over(&self) -> Stdio {
-        Stdio::from(self.socket.try_clone().unwrap())
-    }
-}
-
-impl Default for ReservedPort {
-    fn default() -> Self {
-        ReservedPort::new()
     }
 }
 
@@ -421,8 +343,8 @@ impl Background {
     pub fn python_on(port: &ReservedPort) -> Background {
         let mut cmd = Command::new(python());
         cmd.arg(py_server()).arg("http-socket");
-        let server = Background::launch(cmd, port.handed_over());
-        assert_eq!(server.port, port.port, "the fixture listened elsewhere");
+        let server = Background::launch(cmd, Stdio::from(port.socket()));
+        assert_eq!(server.port, port.port(), "the fixture listened elsewhere");
         server
     }
 
@@ -437,100 +359,6 @@ impl Drop for Background {
         let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
         let _ = self.child.wait();
     }
-}
-
-/// True while a process with this pid exists and is not a zombie.
-pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// One live (not zombie) process, as `/proc` shows it.
-#[derive(Debug, Clone)]
-pub struct Proc {
-    /// Its id.
-    pub pid: i32,
-    /// Its parent's id.
-    pub ppid: i32,
-    /// Its process group.
-    pub pgrp: i32,
-    /// The command line, arguments joined by spaces.
-    pub cmdline: String,
-}
-
-/// Every live (not zombie) process.
-pub fn live_processes() -> Vec<Proc> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the command's closing parenthesis: state, ppid, pgrp, …
-        let fields: Vec<&str> = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<i32>().ok());
-        let (Some(state), Some(ppid), Some(pgrp)) = (fields.first(), number(1), number(2)) else {
-            continue;
-        };
-        if *state == "Z" {
-            continue;
-        }
-        let raw = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        found.push(Proc {
-            pid,
-            ppid,
-            pgrp,
-            cmdline: String::from_utf8_lossy(&raw).replace('\0', " "),
-        });
-    }
-    found
-}
-
-/// The live (not zombie) processes of process group `pgid`.
-pub fn group_members(pgid: i32) -> Vec<i32> {
-    live_processes()
-        .into_iter()
-        .filter(|p| p.pgrp == pgid)
-        .map(|p| p.pid)
-        .collect()
-}
-
-/// The pids a fixture recorded in its pid file.
-pub fn recorded_pids(file: &Path) -> Vec<i32> {
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
-        Err(e) => panic!("cannot read {}: {e}", file.display()),
-    };
-    text.lines()
-        .map(|l| {
-            l.trim()
-                .parse()
-                .unwrap_or_else(|_| panic!("not a pid in {}: {l:?}", file.display()))
-        })
-        .collect()
-}
-
-/// Live processes whose command line mentions `needle` (for example a
-/// project's temporary directory), as `(pid, command line)`.
-pub fn processes_mentioning(needle: &str) -> Vec<(i32, String)> {
-    live_processes()
-        .into_iter()
-        .filter(|p| p.cmdline.contains(needle))
-        .map(|p| (p.pid, p.cmdline))
-        .collect()
 }
 
 impl Background {
@@ -549,49 +377,5 @@ impl Background {
         let mut cmd = Command::new(bin("fixture-server"));
         cmd.arg("openai");
         Background::start(cmd)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hermetic_clears_inherited_host_variables_but_keeps_those_set() {
-        let inherited = [
-            "CORE_AGENT_LOG",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "CLOUDSDK_CONFIG",
-            "GCE_METADATA_HOST",
-            "CORE_AGENT_RESTART_DELAY_MS",
-            "PATH",
-            "GOOGLEBOT",
-        ];
-        let mut cmd = Command::new("true");
-        cmd.env("CORE_AGENT_RESTART_DELAY_MS", "500");
-        clear_inherited(&mut cmd, inherited.map(OsString::from));
-        cmd.env("GCE_METADATA_HOST", "127.0.0.1:9");
-        let mut envs: Vec<(String, Option<String>)> = cmd
-            .get_envs()
-            .map(|(k, v)| {
-                let text = |s: &std::ffi::OsStr| s.to_string_lossy().into_owned();
-                (text(k), v.map(text))
-            })
-            .collect();
-        envs.sort();
-        let some = |k: &str, v: &str| (k.to_owned(), Some(v.to_owned()));
-        let removed = |k: &str| (k.to_owned(), None);
-        assert_eq!(
-            envs,
-            [
-                removed("CLOUDSDK_CONFIG"),
-                removed("CORE_AGENT_LOG"),
-                some("CORE_AGENT_RESTART_DELAY_MS", "500"),
-                some("GCE_METADATA_HOST", "127.0.0.1:9"),
-                removed("GOOGLE_APPLICATION_CREDENTIALS"),
-                removed("OTEL_EXPORTER_OTLP_ENDPOINT"),
-            ]
-        );
     }
 }

@@ -11,19 +11,7 @@ use std::process::Command;
 /// Google's credentials or OpenTelemetry (the developer's or CI's own).
 fn bare() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_core-agent"));
-    for (key, _) in std::env::vars_os() {
-        let name = key.to_string_lossy();
-        let prefixes = [
-            "CORE_AGENT_",
-            "GOOGLE_",
-            "OTEL_",
-            "CLOUDSDK_",
-            "GCE_METADATA_",
-        ];
-        if prefixes.iter().any(|p| name.starts_with(p)) {
-            cmd.env_remove(&key);
-        }
-    }
+    core_agent_e2e::hermetic(&mut cmd);
     cmd
 }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use core_agent_e2e::{ReservedPort, alive};
 use core_agent_mcp_config::{
     AuthSpec, Dialect, HttpSpec, OAuthSpec, Scope, ServerEntry, ServerSpec, StdioSpec, Template,
     Transport,
@@ -114,17 +115,6 @@ fn text(result: &CallToolResult) -> String {
 }
 
 const CALL: Duration = Duration::from_secs(10);
-
-/// True while `pid` exists and is not a zombie.
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
 
 /// Waits briefly for `pid` to go: a SIGKILL is delivered asynchronously, so
 /// the process may still be listed for a moment after `kill` returned.
@@ -375,16 +365,9 @@ async fn each_failing_server_gets_its_own_error_and_the_others_carry_on() {
         message: &'static str,
         prefix: bool,
     }
-    // A port this test holds, bound and never listening, until it ends: the
-    // connection is refused, and no other socket can take the port meanwhile.
-    let closed = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    closed
-        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
-        .unwrap();
-    let refused = format!(
-        "http://127.0.0.1:{}/mcp",
-        closed.local_addr().unwrap().as_socket().unwrap().port()
-    );
+    // Held, never listening, until the test ends: the connection is refused.
+    let closed = ReservedPort::new();
+    let refused = closed.url("/mcp");
     let rows = [
         Row {
             entry: stdio("missing", "core-agent-no-such-command", &[], &[]),

@@ -149,20 +149,14 @@ async fn a_call_to_a_stuck_server_times_out_as_a_call_error() {
         .unwrap()
         .trim()
         .to_owned();
+    let number: i32 = pid.parse().unwrap();
 
     // A stopped server reads nothing and answers nothing. Wait until the
     // kernel reports it stopped before calling.
     signal(&pid, "-STOP");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .unwrap_or_default()
-            .trim_start()
-            .chars()
-            .next();
+        let state = core_agent_e2e::state(number);
         if state == Some('T') {
             break;
         }
