@@ -174,23 +174,21 @@ impl Target for Digest {
 
     fn check(&mut self, input: &[u8]) -> Result<(), String> {
         use core_agent_digest::{Limits, prune};
-        let small = Limits {
-            max_string_chars: 3,
-            array_head: 2,
-            array_tail: 1,
-            max_depth: 3,
-            max_identifier_chars: 5,
-            max_object_keys: 2,
-        };
+        let small = Limits::default()
+            .with_max_string_chars(3)
+            .with_array_head(2)
+            .with_array_tail(1)
+            .with_max_depth(3)
+            .with_max_identifier_chars(5)
+            .with_max_object_keys(2);
         // Past the tightest pass of `fit`: no head, no tail, no member.
-        let none = Limits {
-            max_string_chars: 0,
-            array_head: 0,
-            array_tail: 0,
-            max_depth: 0,
-            max_identifier_chars: 0,
-            max_object_keys: 0,
-        };
+        let none = Limits::default()
+            .with_max_string_chars(0)
+            .with_array_head(0)
+            .with_array_tail(0)
+            .with_max_depth(0)
+            .with_max_identifier_chars(0)
+            .with_max_object_keys(0);
         let valid = serde_json::from_slice::<serde_json::Value>(input).is_ok();
         for limits in [Limits::default(), small, none] {
             match prune(input, &limits) {

@@ -9,8 +9,18 @@
 
 use std::fmt::Write;
 
-/// The pruner's bounds. [`Limits::default`] is the spec's.
+/// The pruner's bounds. [`Limits::default`] is the spec's; the `with_*`
+/// methods change one bound each:
+///
+/// ```
+/// use core_agent_digest::{Limits, prune};
+///
+/// let limits = Limits::default().with_array_head(2).with_array_tail(1);
+/// let out = prune(b"[1, 2, 3, 4, 5]", &limits).unwrap();
+/// assert_eq!(out, r#"[1,2,"[digest: 2 of 5 items omitted]",5]"#);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Strings longer than this many characters are cut (500).
     pub max_string_chars: usize,
@@ -40,6 +50,51 @@ impl Default for Limits {
             max_identifier_chars: 4096,
             max_object_keys: usize::MAX,
         }
+    }
+}
+
+impl Limits {
+    /// Strings longer than this many characters are cut.
+    #[must_use]
+    pub fn with_max_string_chars(mut self, chars: usize) -> Limits {
+        self.max_string_chars = chars;
+        self
+    }
+
+    /// Items kept at the start of a long array.
+    #[must_use]
+    pub fn with_array_head(mut self, items: usize) -> Limits {
+        self.array_head = items;
+        self
+    }
+
+    /// Items kept at the end of a long array.
+    #[must_use]
+    pub fn with_array_tail(mut self, items: usize) -> Limits {
+        self.array_tail = items;
+        self
+    }
+
+    /// Objects and arrays deeper than this are summarized.
+    #[must_use]
+    pub fn with_max_depth(mut self, depth: usize) -> Limits {
+        self.max_depth = depth;
+        self
+    }
+
+    /// A string under an identifier key is kept whole up to this many
+    /// characters.
+    #[must_use]
+    pub fn with_max_identifier_chars(mut self, chars: usize) -> Limits {
+        self.max_identifier_chars = chars;
+        self
+    }
+
+    /// An object keeps its first this many members.
+    #[must_use]
+    pub fn with_max_object_keys(mut self, keys: usize) -> Limits {
+        self.max_object_keys = keys;
+        self
     }
 }
 

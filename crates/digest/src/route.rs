@@ -65,8 +65,19 @@ impl fmt::Display for Method {
     }
 }
 
-/// The router's settings.
+/// The router's settings. Start from [`Settings::default`] (the spec's)
+/// and change what you need with the `with_*` methods:
+///
+/// ```
+/// use core_agent_digest::{Limits, Settings};
+///
+/// let settings = Settings::default()
+///     .with_threshold(1500)
+///     .with_limits(Limits::default().with_max_string_chars(200));
+/// assert_eq!(settings.passthrough_max, 64 * 1024);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Settings {
     /// Payloads smaller than this many bytes pass untouched (8000).
     pub threshold: usize,
@@ -85,6 +96,29 @@ impl Default for Settings {
             passthrough_max: 64 * 1024,
             limits: Limits::default(),
         }
+    }
+}
+
+impl Settings {
+    /// Payloads smaller than this many bytes pass untouched.
+    #[must_use]
+    pub fn with_threshold(mut self, threshold: usize) -> Settings {
+        self.threshold = threshold;
+        self
+    }
+
+    /// The bound of a digest, and of a passthrough.
+    #[must_use]
+    pub fn with_passthrough_max(mut self, passthrough_max: usize) -> Settings {
+        self.passthrough_max = passthrough_max;
+        self
+    }
+
+    /// The structural pruner's bounds.
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Settings {
+        self.limits = limits;
+        self
     }
 }
 

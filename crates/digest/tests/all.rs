@@ -92,10 +92,7 @@ fn a_digest_over_its_bound_is_pruned_again_until_it_fits() {
     let nested = Value::Array((0..40).map(|_| job_with_history(40)).collect()).to_string();
     for payload in [&wide, &nested] {
         for bound in [64 * 1024, 8_000, 1_000, 300] {
-            let settings = Settings {
-                passthrough_max: bound,
-                ..Settings::default()
-            };
+            let settings = Settings::default().with_passthrough_max(bound);
             let d = route(payload, &settings).unwrap();
             assert_eq!(d.method, Method::StructuralJson);
             assert!(d.digest.len() <= bound, "{} > {bound}", d.digest.len());
@@ -112,10 +109,7 @@ fn a_digest_over_its_bound_is_pruned_again_until_it_fits() {
         }
     }
     // A bound under everything but the last resort gets the last resort.
-    let settings = Settings {
-        passthrough_max: 120,
-        ..Settings::default()
-    };
+    let settings = Settings::default().with_passthrough_max(120);
     let d = route(&wide, &settings).unwrap();
     assert!(last_resort(&d), "{}", d.digest);
     assert!(

@@ -50,7 +50,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use core_agent_digest::{MemoryStore, Settings};
+use core_agent_digest::MemoryStore;
 use core_agent_gateway::{Auth, Caller, Gateway, GatewayOptions, HttpOptions, Token};
 use core_agent_host::{DigestOptions, Host, HostOptions, Session, SessionOptions};
 use core_agent_mcp_config::{
@@ -138,15 +138,9 @@ async fn host() -> Arc<Host> {
         allow: vec![Pattern::parse("mcp:bench_*", Path::new(".agents/config.json")).unwrap()],
         ..PermissionsConfig::default()
     };
-    let options = HostOptions {
-        permissions,
-        digest: Some(DigestOptions {
-            settings: Settings::default(),
-            store: Arc::new(MemoryStore::new()),
-            llm: None,
-        }),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default()
+        .with_permissions(permissions)
+        .with_digest(Some(DigestOptions::new(Arc::new(MemoryStore::new()))));
     let env: BTreeMap<String, String> = BTreeMap::new();
     Arc::new(Host::start(&config, &env, options, &|_, _| {}).await)
 }

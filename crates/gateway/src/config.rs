@@ -25,8 +25,10 @@ pub struct GatewayConfig {
 
 /// How many MCP sessions the HTTP gateway holds, and for how long an idle
 /// one lives (`gateway.*` in `config.json`); `None`: the default of
-/// [`HttpOptions`](crate::HttpOptions).
+/// [`HttpOptions`](crate::HttpOptions). Built by [`GatewayConfig::parse`],
+/// or from [`GatewayLimits::default`] (all unset) with the `with_*` methods.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GatewayLimits {
     /// `gateway.max_sessions`: open sessions over every token.
     pub max_sessions: Option<usize>,
@@ -34,6 +36,29 @@ pub struct GatewayLimits {
     pub max_sessions_per_token: Option<usize>,
     /// `gateway.session_idle_timeout_secs`: seconds an idle session lives.
     pub session_idle_timeout_secs: Option<u64>,
+}
+
+impl GatewayLimits {
+    /// `gateway.max_sessions`: open sessions over every token.
+    #[must_use]
+    pub fn with_max_sessions(mut self, sessions: Option<usize>) -> GatewayLimits {
+        self.max_sessions = sessions;
+        self
+    }
+
+    /// `gateway.max_sessions_per_token`: open sessions of one token.
+    #[must_use]
+    pub fn with_max_sessions_per_token(mut self, sessions: Option<usize>) -> GatewayLimits {
+        self.max_sessions_per_token = sessions;
+        self
+    }
+
+    /// `gateway.session_idle_timeout_secs`: seconds an idle session lives.
+    #[must_use]
+    pub fn with_session_idle_timeout_secs(mut self, secs: Option<u64>) -> GatewayLimits {
+        self.session_idle_timeout_secs = secs;
+        self
+    }
 }
 
 impl GatewayConfig {

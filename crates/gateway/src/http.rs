@@ -34,8 +34,22 @@ use crate::session::McpSession;
 /// The header that carries an MCP session's id.
 const SESSION_HEADER: &str = "mcp-session-id";
 
-/// How the HTTP listener behaves.
+/// How the HTTP listener behaves. [`HttpOptions::new`] takes who may
+/// connect and sets the rest to the defaults; the `with_*` methods change
+/// one setting each:
+///
+/// ```
+/// use std::time::Duration;
+/// use core_agent_gateway::{Auth, HttpOptions};
+/// use core_agent_mcp_config::TrustLevel;
+///
+/// let options = HttpOptions::new(Auth::Open(TrustLevel::User))
+///     .with_max_sessions(64)
+///     .with_session_idle(Duration::from_secs(300));
+/// assert_eq!(options.max_sessions_per_token, HttpOptions::MAX_SESSIONS_PER_TOKEN);
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct HttpOptions {
     /// Who may connect.
     pub auth: Auth,
@@ -87,6 +101,48 @@ impl HttpOptions {
             auth_failures_allowed: 20,
             auth_failure_window: Duration::from_secs(60),
         }
+    }
+
+    /// `Host` header names accepted, in place of the loopback names.
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> HttpOptions {
+        self.allowed_hosts = hosts;
+        self
+    }
+
+    /// Request bodies larger than this are refused with 413.
+    pub fn with_max_body_bytes(mut self, bytes: usize) -> HttpOptions {
+        self.max_body_bytes = bytes;
+        self
+    }
+
+    /// A session idle this long is closed.
+    pub fn with_session_idle(mut self, idle: Duration) -> HttpOptions {
+        self.session_idle = idle;
+        self
+    }
+
+    /// Open MCP sessions over every token, at most.
+    pub fn with_max_sessions(mut self, sessions: usize) -> HttpOptions {
+        self.max_sessions = sessions;
+        self
+    }
+
+    /// Open MCP sessions of one token, at most.
+    pub fn with_max_sessions_per_token(mut self, sessions: usize) -> HttpOptions {
+        self.max_sessions_per_token = sessions;
+        self
+    }
+
+    /// Failed bearer checks one address may make within the window.
+    pub fn with_auth_failures_allowed(mut self, failures: u32) -> HttpOptions {
+        self.auth_failures_allowed = failures;
+        self
+    }
+
+    /// The window of [`HttpOptions::auth_failures_allowed`].
+    pub fn with_auth_failure_window(mut self, window: Duration) -> HttpOptions {
+        self.auth_failure_window = window;
+        self
     }
 }
 

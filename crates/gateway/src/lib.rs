@@ -27,7 +27,20 @@ pub use registry::SessionInfo;
 pub use tokens::{DefaultToken, GatewayToken, MIN_TOKEN_LEN, TokenError, resolve_tokens};
 
 /// What every client session of the gateway gets, whatever its transport.
+/// Start from [`GatewayOptions::default`] and change what you need with the
+/// `with_*` methods:
+///
+/// ```
+/// use std::time::Duration;
+/// use core_agent_gateway::GatewayOptions;
+///
+/// let options = GatewayOptions::default()
+///     .with_cost_ceiling(Some(0.50))
+///     .with_ask_timeout(Duration::from_secs(30));
+/// assert_eq!(options.list_wait, Duration::from_secs(5));
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct GatewayOptions {
     /// Overrides the configured permission mode for every session.
     pub mode: Option<Mode>,
@@ -58,6 +71,52 @@ impl Default for GatewayOptions {
             parent_model: None,
             elicitations: None,
         }
+    }
+}
+
+impl GatewayOptions {
+    /// Overrides the configured permission mode for every session.
+    pub fn with_mode(mut self, mode: Option<Mode>) -> GatewayOptions {
+        self.mode = mode;
+        self
+    }
+
+    /// Each session's spending ceiling for the LLM second chance, in US dollars.
+    pub fn with_cost_ceiling(mut self, ceiling: Option<f64>) -> GatewayOptions {
+        self.cost_ceiling = ceiling;
+        self
+    }
+
+    /// How long the gate waits for a client to answer an approval.
+    pub fn with_ask_timeout(mut self, timeout: Duration) -> GatewayOptions {
+        self.ask_timeout = timeout;
+        self
+    }
+
+    /// How long a `tools/list` waits for servers still starting.
+    pub fn with_list_wait(mut self, wait: Duration) -> GatewayOptions {
+        self.list_wait = wait;
+        self
+    }
+
+    /// Model prices, for the parent-side savings of `/sessions/{id}/context`.
+    pub fn with_pricing(mut self, pricing: Pricing) -> GatewayOptions {
+        self.pricing = pricing;
+        self
+    }
+
+    /// The parent model the savings are priced at, unless the request names one.
+    pub fn with_parent_model(mut self, model: Option<String>) -> GatewayOptions {
+        self.parent_model = model;
+        self
+    }
+
+    /// Forwards backends' elicitations to the client whose call caused
+    /// them; the same router must be the host's elicitor
+    /// (`StartOptions::elicitor`).
+    pub fn with_elicitations(mut self, router: Option<Arc<ElicitRouter>>) -> GatewayOptions {
+        self.elicitations = router;
+        self
     }
 }
 

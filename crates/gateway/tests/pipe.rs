@@ -95,15 +95,9 @@ async fn start_host(allow: &[&str], store: Arc<dyn core_agent_digest::Store>) ->
             .collect(),
         ..PermissionsConfig::default()
     };
-    let options = HostOptions {
-        permissions,
-        digest: Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store,
-            llm: None,
-        }),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default()
+        .with_permissions(permissions)
+        .with_digest(Some(DigestOptions::new(store)));
     let env: BTreeMap<String, String> = BTreeMap::new();
     Arc::new(Host::start(&config, &env, options, &|_, _| {}).await)
 }

@@ -48,7 +48,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use core_agent_digest::{MemoryStore, Settings};
+use core_agent_digest::MemoryStore;
 use core_agent_host::{DigestOptions, Host, HostOptions, Session, SessionOptions};
 use core_agent_mcp_config::{
     Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport, TrustLevel,
@@ -136,15 +136,9 @@ async fn host(digest: bool) -> (Arc<Host>, Session) {
         allow: vec![Pattern::parse("mcp:bench_*", Path::new(".agents/config.json")).unwrap()],
         ..PermissionsConfig::default()
     };
-    let options = HostOptions {
-        permissions,
-        digest: digest.then(|| DigestOptions {
-            settings: Settings::default(),
-            store: Arc::new(MemoryStore::new()),
-            llm: None,
-        }),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default()
+        .with_permissions(permissions)
+        .with_digest(digest.then(|| DigestOptions::new(Arc::new(MemoryStore::new()))));
     let env: BTreeMap<String, String> = BTreeMap::new();
     let host = Arc::new(Host::start(&config, &env, options, &|_, _| {}).await);
     for server in host.servers() {

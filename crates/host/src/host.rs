@@ -33,8 +33,23 @@ pub(crate) fn word_warning(
     warning.describe(&|server, tool| commands.and_then(|c| c.trust(server, tool)))
 }
 
-/// How the Host starts servers and runs calls, for every session.
+/// How the Host starts servers and runs calls, for every session. Start
+/// from [`HostOptions::default`] (no digest, no survey tools, the default
+/// gate) and change what you need with the `with_*` methods:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use core_agent_host::{DigestOptions, HostOptions};
+///
+/// let store = Arc::new(core_agent_digest::MemoryStore::new());
+/// let options = HostOptions::default()
+///     .with_call_timeout(Some(Duration::from_secs(30)))
+///     .with_digest(Some(DigestOptions::new(store)));
+/// assert!(options.survey.is_none());
+/// ```
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct HostOptions {
     /// How servers are started (timeout, elicitor, client info).
     pub start: StartOptions,
@@ -68,8 +83,11 @@ pub struct SurveyOptions {
 }
 
 /// The digest shared by every session: the router's settings, the store of
-/// raw payloads and telemetry, and the LLM second chance.
+/// raw payloads and telemetry, and the LLM second chance. The store has no
+/// default: [`DigestOptions::new`] takes it, and the `with_*` methods change
+/// the rest.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct DigestOptions {
     /// The router's settings (threshold, bounds).
     pub settings: core_agent_digest::Settings,

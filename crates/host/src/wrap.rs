@@ -473,10 +473,7 @@ mod tests {
     #[tokio::test]
     async fn a_payload_is_digested_from_the_threshold_on() {
         let store = Arc::new(core_agent_digest::MemoryStore::new());
-        let settings = Settings {
-            threshold: 100,
-            ..Settings::default()
-        };
+        let settings = Settings::default().with_threshold(100);
         let wrap = DigestWrap::new(settings, store, "s");
         let digested = |r: &CallToolResult| {
             r.content
@@ -526,10 +523,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_sole_text_the_store_refuses_becomes_its_digest_in_place() {
-        let settings = Settings {
-            threshold: 100,
-            ..Settings::default()
-        };
+        let settings = Settings::default().with_threshold(100);
         let wrap = DigestWrap::new(settings, Arc::new(Full), "s");
         let image = ContentBlock::image("aGk=", "image/png");
         let mut big = result(&[&"line of prose\n".repeat(50)], None);
@@ -625,10 +619,7 @@ mod tests {
         };
         tune(&mut llm);
         let store = Arc::new(core_agent_digest::MemoryStore::new());
-        let settings = Settings {
-            threshold: 2000,
-            ..Settings::default()
-        };
+        let settings = Settings::default().with_threshold(2000);
         let wrap = Arc::new(DigestWrap::new(settings, store.clone(), "s").with_llm(llm));
         Harness {
             wrap,

@@ -134,10 +134,7 @@ fn bench(c: &mut Criterion) {
 
     let survey = Survey::with_limits(
         Root::new(root).unwrap(),
-        Limits {
-            max_depth: 16,
-            ..Limits::default()
-        },
+        Limits::default().with_max_depth(16),
     );
     let cancel = Cancel::new();
     let grep_input = |pattern: &str| GrepInput {

@@ -1,6 +1,17 @@
 /// The bounds on what one operation returns. Counts past a bound are still
 /// counted (`total`, `count`), only the records are left out.
+///
+/// Start from [`Limits::default`] and change a bound with its `with_*`
+/// method:
+///
+/// ```
+/// use core_agent_survey::Limits;
+///
+/// let limits = Limits::default().with_max_matches(50).with_max_context(2);
+/// assert_eq!((limits.max_matches, limits.max_entries), (50, 1000));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// `list_dir`: entries returned (default 1000).
     pub max_entries: usize,
@@ -35,5 +46,61 @@ impl Default for Limits {
             max_total_bytes: 512 * 1024,
             max_files: 100,
         }
+    }
+}
+
+impl Limits {
+    /// `list_dir`: entries returned.
+    pub fn with_max_entries(mut self, entries: usize) -> Limits {
+        self.max_entries = entries;
+        self
+    }
+
+    /// `list_dir`: the deepest `depth` accepted.
+    pub fn with_max_depth(mut self, depth: usize) -> Limits {
+        self.max_depth = depth;
+        self
+    }
+
+    /// `glob`: paths returned.
+    pub fn with_max_paths(mut self, paths: usize) -> Limits {
+        self.max_paths = paths;
+        self
+    }
+
+    /// `grep`: records (matching and context lines) returned.
+    pub fn with_max_matches(mut self, records: usize) -> Limits {
+        self.max_matches = records;
+        self
+    }
+
+    /// `grep`: a line longer than this many characters is cut.
+    pub fn with_max_line_chars(mut self, chars: usize) -> Limits {
+        self.max_line_chars = chars;
+        self
+    }
+
+    /// `grep`: the largest `context` accepted.
+    pub fn with_max_context(mut self, lines: usize) -> Limits {
+        self.max_context = lines;
+        self
+    }
+
+    /// `read_many_files`: bytes of one file returned.
+    pub fn with_max_file_bytes(mut self, bytes: usize) -> Limits {
+        self.max_file_bytes = bytes;
+        self
+    }
+
+    /// `read_many_files`: bytes of all files returned.
+    pub fn with_max_total_bytes(mut self, bytes: usize) -> Limits {
+        self.max_total_bytes = bytes;
+        self
+    }
+
+    /// `read_many_files`: files read.
+    pub fn with_max_files(mut self, files: usize) -> Limits {
+        self.max_files = files;
+        self
     }
 }

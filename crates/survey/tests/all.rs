@@ -286,10 +286,7 @@ fn list_dir_through_a_symlink_inside_the_root_lists_its_target() {
 
 #[test]
 fn list_dir_is_bounded_and_keeps_the_total() {
-    let f = fixture_with(Limits {
-        max_entries: 3,
-        ..Limits::default()
-    });
+    let f = fixture_with(Limits::default().with_max_entries(3));
     check(
         f.call(Tool::ListDir, json!({"depth": 3})),
         expect![[r#"
@@ -654,10 +651,7 @@ fn grep_cuts_a_very_long_line_around_the_match() {
 
 #[test]
 fn grep_caps_the_records_and_keeps_the_total() {
-    let f = fixture_with(Limits {
-        max_matches: 2,
-        ..Limits::default()
-    });
+    let f = fixture_with(Limits::default().with_max_matches(2));
     check(
         f.call(
             Tool::Grep,
@@ -753,11 +747,11 @@ fn read_many_files_reads_text_and_names_what_it_skips() {
 
 #[test]
 fn read_many_files_by_glob_bounds_each_file_and_the_total() {
-    let f = fixture_with(Limits {
-        max_file_bytes: 20,
-        max_total_bytes: 50,
-        ..Limits::default()
-    });
+    let f = fixture_with(
+        Limits::default()
+            .with_max_file_bytes(20)
+            .with_max_total_bytes(50),
+    );
     check(
         f.call(Tool::ReadManyFiles, json!({"glob": "**/*.rs"})),
         expect![[r#"

@@ -72,30 +72,33 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     options.start.elicitor = elicitations.clone();
     // Clients connect at once; a slow server's tools appear when it is ready.
     let host = Arc::new(Host::launch(&config, &env, options, Arc::new(report_ready)));
-    let gateway = GatewayOptions {
-        mode: mode.map(ModeArg::mode),
-        cost_ceiling: global.cost_ceiling,
-        pricing,
-        parent_model,
-        elicitations: Some(elicitations),
-        ..GatewayOptions::default()
-    };
+    let gateway = GatewayOptions::default()
+        .with_mode(mode.map(ModeArg::mode))
+        .with_cost_ceiling(global.cost_ceiling)
+        .with_pricing(pricing)
+        .with_parent_model(parent_model)
+        .with_elicitations(Some(elicitations));
     let args = ServeArgs {
         http,
         no_auth,
         allow_hosts: allow_host,
         // A flag wins over config.json.
-        limits: GatewayLimits {
-            max_sessions: max_sessions
-                .map(|n| n as usize)
-                .or(gateway_limits.max_sessions),
-            max_sessions_per_token: max_sessions_per_token
-                .map(|n| n as usize)
-                .or(gateway_limits.max_sessions_per_token),
-            session_idle_timeout_secs: session_idle_timeout
-                .map(u64::from)
-                .or(gateway_limits.session_idle_timeout_secs),
-        },
+        limits: GatewayLimits::default()
+            .with_max_sessions(
+                max_sessions
+                    .map(|n| n as usize)
+                    .or(gateway_limits.max_sessions),
+            )
+            .with_max_sessions_per_token(
+                max_sessions_per_token
+                    .map(|n| n as usize)
+                    .or(gateway_limits.max_sessions_per_token),
+            )
+            .with_session_idle_timeout_secs(
+                session_idle_timeout
+                    .map(u64::from)
+                    .or(gateway_limits.session_idle_timeout_secs),
+            ),
         level: global.trust_level.level(),
         drain: setup.call_timeout.unwrap_or(Duration::from_secs(30)),
         warned: warned.clone(),

@@ -370,7 +370,7 @@ proptest::proptest! {
     /// within its bound.
     #[test]
     fn text_digests_stay_bounded_on_any_mix(lines in proptest::collection::vec(mixed_line(), 0..300), repeat in 1usize..20) {
-        let settings = Settings { threshold: 1500, passthrough_max: 4096, ..Settings::default() };
+        let settings = Settings::default().with_threshold(1500).with_passthrough_max(4096);
         let text = lines.join("\n").repeat(repeat);
         if let Some(d) = route(&text, &settings) {
             let bound = match d.method {

@@ -642,11 +642,9 @@ fn shaped_route(digest: bool, max_result_bytes: usize) -> ToolRoute {
 
 /// A wrap that digests prose over 1000 bytes to its first 500.
 fn wrap(store: &Arc<MemoryStore>) -> DigestWrap {
-    let settings = Settings {
-        threshold: 1000,
-        passthrough_max: 500,
-        ..Settings::default()
-    };
+    let settings = Settings::default()
+        .with_threshold(1000)
+        .with_passthrough_max(500);
     DigestWrap::new(settings, store.clone(), "session-test")
 }
 
@@ -839,7 +837,7 @@ proptest::proptest! {
     ) {
         let payload = if pretty { serde_json::to_string_pretty(&value).unwrap() } else { value.to_string() };
         let store = Arc::new(MemoryStore::new());
-        let settings = Settings { threshold: 200, ..Settings::default() };
+        let settings = Settings::default().with_threshold(200);
         let wrap = DigestWrap::new(settings, store.clone(), "s");
         let raw = CallToolResult::success(vec![ContentBlock::text(payload.clone())]);
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();

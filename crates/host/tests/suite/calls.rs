@@ -139,10 +139,7 @@ async fn a_call_to_a_stuck_server_times_out_as_a_call_error() {
         pid_file.display(),
         demo_server()
     );
-    let options = HostOptions {
-        call_timeout: Some(Duration::from_millis(300)),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_call_timeout(Some(Duration::from_millis(300)));
     let host = start(vec![stdio("demo", "sh", &["-c", &script])], options).await;
     assert_eq!(host.catalog().entries().len(), 4);
     let pid = std::fs::read_to_string(&pid_file)

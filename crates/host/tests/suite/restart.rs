@@ -15,10 +15,7 @@ async fn restartable_demo(
         pid_file.display(),
         demo_server()
     );
-    let mut options = HostOptions {
-        call_timeout: Some(Duration::from_millis(200)),
-        ..HostOptions::default()
-    };
+    let mut options = HostOptions::default().with_call_timeout(Some(Duration::from_millis(200)));
     options.start.restart = Some(core_agent_mcp_transport::RestartPolicy {
         first_delay,
         max_restarts,

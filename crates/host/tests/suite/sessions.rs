@@ -39,14 +39,7 @@ async fn wait_and_verify_asks_once_for_every_attempt() {
 async fn retrieve_raw_is_gated_like_a_read_only_tool() {
     let prompter = std::sync::Arc::new(CountingPrompter::default());
     let store = std::sync::Arc::new(core_agent_digest::MemoryStore::new());
-    let options = HostOptions {
-        digest: Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store,
-            llm: None,
-        }),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_digest(Some(DigestOptions::new(store)));
     let session = SessionOptions::default()
         .with_prompter(prompter.clone())
         .with_id(Some("s".into()));
@@ -104,20 +97,12 @@ async fn calls_are_send_and_sessions_share_one_host() {
 async fn retrieve_raw_reads_the_owners_other_sessions_only() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
-    let digest = |store: std::sync::Arc<dyn core_agent_digest::Store>| {
-        Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store,
-            llm: None,
-        })
-    };
+    let digest =
+        |store: std::sync::Arc<dyn core_agent_digest::Store>| Some(DigestOptions::new(store));
     let owned = |owner: Option<&str>| approving().with_owner(owner.map(str::to_owned));
     let call_id = {
         let store = std::sync::Arc::new(core_agent_digest::SqliteStore::open(&db).unwrap());
-        let options = HostOptions {
-            digest: digest(store),
-            ..HostOptions::default()
-        };
+        let options = HostOptions::default().with_digest(digest(store));
         let host = start(vec![demo("demo")], options).await;
         let first = host.host.session(owned(Some("bot")));
         let listed = first
@@ -130,10 +115,7 @@ async fn retrieve_raw_reads_the_owners_other_sessions_only() {
     };
     // A new run on the same database: the owner's new session reads it.
     let store = std::sync::Arc::new(core_agent_digest::SqliteStore::open(&db).unwrap());
-    let options = HostOptions {
-        digest: digest(store),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_digest(digest(store));
     let host = start(vec![demo("demo")], options).await;
     let pointer = args(json!({"call_id": call_id, "pointer": "/total"}));
     let again = host.host.session(owned(Some("bot")));
@@ -153,14 +135,7 @@ async fn retrieve_raw_reads_the_owners_other_sessions_only() {
 
 /// Host options that digest with the default settings into `store`.
 fn digesting_into(store: std::sync::Arc<core_agent_digest::MemoryStore>) -> HostOptions {
-    HostOptions {
-        digest: Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store,
-            llm: None,
-        }),
-        ..HostOptions::default()
-    }
+    HostOptions::default().with_digest(Some(DigestOptions::new(store)))
 }
 
 /// A session that stored nothing leaves no owner entry in the host once

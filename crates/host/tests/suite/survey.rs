@@ -10,15 +10,11 @@ fn survey_over(root: &std::path::Path) -> Option<core_agent_host::SurveyOptions>
 /// Host options with the survey tools over `root` and the digest on (a
 /// store in memory).
 fn digested_survey_over(root: &std::path::Path) -> HostOptions {
-    HostOptions {
-        survey: survey_over(root),
-        digest: Some(DigestOptions {
-            settings: core_agent_digest::Settings::default(),
-            store: std::sync::Arc::new(core_agent_digest::MemoryStore::new()),
-            llm: None,
-        }),
-        ..HostOptions::default()
-    }
+    HostOptions::default()
+        .with_survey(survey_over(root))
+        .with_digest(Some(DigestOptions::new(std::sync::Arc::new(
+            core_agent_digest::MemoryStore::new(),
+        ))))
 }
 
 const SURVEY_TOOLS: [&str; 4] = ["list_dir", "glob", "grep", "read_many_files"];
@@ -33,10 +29,7 @@ async fn survey_tools_are_listed_and_grep_returns_json_records() {
     )
     .unwrap();
     std::fs::write(dir.path().join("README.md"), "# Demo\n").unwrap();
-    let options = HostOptions {
-        survey: survey_over(dir.path()),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_survey(survey_over(dir.path()));
     let host = start(Vec::new(), options).await;
     let reports = host.tool_reports(TrustLevel::Public);
     for name in SURVEY_TOOLS {
@@ -88,10 +81,7 @@ async fn survey_tools_are_listed_and_grep_returns_json_records() {
 async fn survey_refusals_are_tool_errors_naming_the_root() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
-    let options = HostOptions {
-        survey: survey_over(dir.path()),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_survey(survey_over(dir.path()));
     let host = start(Vec::new(), options).await;
     let root = dir.path().canonicalize().unwrap();
     let escape = host
@@ -190,11 +180,9 @@ async fn a_survey_call_past_the_call_timeout_is_cancelled_with_a_clear_error() {
         let lines: String = (0..200).map(|j| format!("line {j} of {i}\n")).collect();
         std::fs::write(dir.path().join(format!("f{i}.txt")), lines).unwrap();
     }
-    let options = HostOptions {
-        survey: survey_over(dir.path()),
-        call_timeout: Some(Duration::ZERO),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default()
+        .with_survey(survey_over(dir.path()))
+        .with_call_timeout(Some(Duration::ZERO));
     let host = start(Vec::new(), options).await;
     let err = host
         .call(
@@ -215,10 +203,7 @@ async fn a_survey_call_past_the_call_timeout_is_cancelled_with_a_clear_error() {
 #[tokio::test]
 async fn a_survey_root_that_cannot_be_used_turns_the_tools_off_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
-    let options = HostOptions {
-        survey: survey_over(&dir.path().join("missing")),
-        ..HostOptions::default()
-    };
+    let options = HostOptions::default().with_survey(survey_over(&dir.path().join("missing")));
     let host = start(Vec::new(), options).await;
     assert_eq!(host.survey_root(), None);
     let warnings = host.warnings();
@@ -303,10 +288,7 @@ fn a_dropped_survey_call_stops_its_walk() {
     }
     std::fs::write(dir.path().join("small.txt"), "x\n").unwrap();
     runtime.block_on(async {
-        let options = HostOptions {
-            survey: survey_over(dir.path()),
-            ..HostOptions::default()
-        };
+        let options = HostOptions::default().with_survey(survey_over(dir.path()));
         let host = start(Vec::new(), options).await;
         let grep = || host.call("grep", args(json!({"pattern": "hay"})), TrustLevel::Creator);
 

@@ -22,11 +22,9 @@ pub(crate) async fn run(global: &Global, cloud: bool, offline: bool, json: bool)
         return USAGE;
     };
     let loaded = core_agent_mcp_config::load(&paths);
-    let mut host = HostOptions {
-        call_timeout,
-        ..HostOptions::default()
-    }
-    .with_commands(Arc::new(crate::words::commands::CliCommands));
+    let mut host = HostOptions::default()
+        .with_call_timeout(call_timeout)
+        .with_commands(Arc::new(crate::words::commands::CliCommands));
     host.start.timeout = start_timeout;
     host.start.elicitor = Arc::new(NoticeDecline);
     host.start.supervisor = supervisor();
