@@ -531,6 +531,20 @@ mod tests {
     }
 
     #[test]
+    fn resources_and_prompts_can_be_switched_off_in_either_dialect() {
+        let file = parse(
+            r#"{"mcpServers":{"s":{"command":"srv","resources":false},"t":{"command":"srv"}},
+                "auggy":{"servers":{"t":{"prompts":false}}}}"#,
+        )
+        .unwrap();
+        let (s, t) = (&file.servers[0].spec, &file.servers[1].spec);
+        assert!(!s.resources && s.prompts, "{s:?}");
+        assert!(t.resources && !t.prompts, "{t:?}");
+        let err = parse(r#"{"mcpServers":{"s":{"command":"srv","prompts":"no"}}}"#).unwrap_err();
+        assert!(err.contains("prompts") && err.contains("true or false"), "{err}");
+    }
+
+    #[test]
     fn an_auggy_policy_carries_read_only_tool_notes_and_agentic_never() {
         let file = parse(
             r#"{"mcpServers":{"s":{"command":"srv"},"t":{"command":"srv"}},

@@ -332,6 +332,8 @@ const CORE_SERVER: &[&str] = &[
     "agentic_never",
     "tool_notes",
     "cloud",
+    "resources",
+    "prompts",
     "pin",
     "limits",
 ];
@@ -349,6 +351,8 @@ const MCP_SERVER: &[&str] = &[
     "auth",
     "cloud",
     "pin",
+    "resources",
+    "prompts",
     "disabled",
     "timeout",
     "transportType",
@@ -367,6 +371,8 @@ const POLICY: &[&str] = &[
     "tool_notes",
     "cloud",
     "pin",
+    "resources",
+    "prompts",
     "limits",
 ];
 
@@ -436,7 +442,7 @@ fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
             [
                 ..,
                 "read_only" | "agentic_never" | "agentic_wrap" | "agentic_wrap_llm" | "disabled"
-                | "survey",
+                | "survey" | "resources" | "prompts",
             ],
         ) => "true or false",
         (Dialect::McpServers, ["mcpServers", _, "timeout"]) => {

@@ -471,6 +471,10 @@ pub struct ServerSpec {
     pub tool_notes: BTreeMap<String, String>,
     /// `pin`: how a tool that changed since `mcp.lock` pinned it is treated.
     pub pin: PinMode,
+    /// `resources`: whether its resources reach a gateway's clients (default true).
+    pub resources: bool,
+    /// `prompts`: whether its prompts reach a gateway's clients (default true).
+    pub prompts: bool,
 }
 
 impl ServerSpec {
@@ -488,6 +492,8 @@ impl ServerSpec {
             agentic_never: false,
             tool_notes: BTreeMap::new(),
             pin: PinMode::Warn,
+            resources: true,
+            prompts: true,
         }
     }
 }

@@ -156,6 +156,29 @@ pub enum Error {
         /// How its connection ended, and why it is not restarted.
         reason: String,
     },
+    /// The server answered a request with a JSON-RPC error (an unknown
+    /// prompt, a missing argument, a resource it does not have): its code
+    /// and message, to pass on as they are.
+    #[error("`{what}` on server `{server}` was refused: {message}")]
+    Refused {
+        /// The server.
+        server: String,
+        /// The request, such as `prompts/get greet`.
+        what: String,
+        /// The JSON-RPC error code.
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+    /// The server does not offer what was asked (it did not declare the
+    /// capability in its handshake).
+    #[error("server `{server}` does not offer {what}")]
+    NotOffered {
+        /// The server.
+        server: String,
+        /// `resources`, `prompts`, `completions` or `logging`.
+        what: &'static str,
+    },
     /// The server is being restarted and was not back within the call's timeout.
     #[error("server `{server}` is being restarted and was not back within {}; it {reason}", humanize(*after))]
     Restarting {

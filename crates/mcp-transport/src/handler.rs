@@ -12,6 +12,7 @@ use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
 
 use crate::elicit::Elicitor;
+use crate::features::Notice;
 use crate::tools::ToolState;
 
 /// One progress update a server sent about a call in flight.
@@ -46,6 +47,16 @@ pub(crate) struct Handler {
     pub(crate) relisting: Arc<AtomicBool>,
     /// How long one re-list may take before it counts as failed.
     pub(crate) relist_timeout: Duration,
+    /// Hears what the server says outside any request's result.
+    pub(crate) notices: Option<crate::NoticeSink>,
+}
+
+impl Handler {
+    fn tell(&self, notice: impl FnOnce(String) -> Notice) {
+        if let Some(sink) = &self.notices {
+            sink(notice(self.server.clone()));
+        }
+    }
 }
 
 impl ClientHandler for Handler {
@@ -101,5 +112,33 @@ impl ClientHandler for Handler {
             self.relist_timeout,
             context.peer,
         );
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.tell(|server| Notice::ResourceUpdated {
+            server,
+            uri: params.uri,
+        });
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tell(|server| Notice::ResourcesChanged { server });
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tell(|server| Notice::PromptsChanged { server });
+    }
+
+    #[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
+    async fn on_logging_message(
+        &self,
+        message: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.tell(|server| Notice::Log { server, message });
     }
 }

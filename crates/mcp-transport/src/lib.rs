@@ -6,6 +6,7 @@ mod child;
 mod connect;
 mod elicit;
 mod error;
+mod features;
 #[cfg(feature = "google")]
 mod google;
 mod handler;
@@ -23,6 +24,7 @@ mod tools;
 pub use auth::{Auth, AuthError, StaticToken, Token, TokenSource};
 pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor};
 pub use error::{Error, Result, StartError};
+pub use features::{Listing, Notice, NoticeSink};
 pub use handler::{Progress, ProgressSink};
 pub use options::StartOptions;
 pub use restart::RestartPolicy;

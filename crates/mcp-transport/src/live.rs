@@ -160,6 +160,8 @@ pub(crate) struct Connection {
     /// The child's first non-protocol stdout line, readable without the child.
     pub(crate) noise: Option<Arc<crate::child::StdoutNotes>>,
     pub(crate) server_info: Option<Implementation>,
+    /// What the server declared it offers in its handshake.
+    pub(crate) capabilities: rmcp::model::ServerCapabilities,
     kill_grace: Duration,
     /// Why the connection ended and what happens next, once known (for
     /// the calls that were in flight).
@@ -175,6 +177,10 @@ impl Connection {
         let (ended, done) = tokio::sync::watch::channel(false);
         let peer = service.peer().clone();
         let server_info = service.peer_info().and_then(|p| p.server_info.clone());
+        let capabilities = service
+            .peer_info()
+            .map(|p| p.capabilities.clone())
+            .unwrap_or_default();
         let cancel = service.cancellation_token();
         tokio::spawn(async move {
             let _ = service.waiting().await;
@@ -188,6 +194,7 @@ impl Connection {
             noise: child.as_ref().map(ChildProcess::noise_handle),
             child: tokio::sync::Mutex::new(child),
             server_info,
+            capabilities,
             kill_grace,
             ending: tokio::sync::watch::channel(None).0,
         }

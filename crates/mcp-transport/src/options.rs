@@ -26,6 +26,9 @@ pub struct StartOptions {
     /// even a host killed with `kill -9`. `None` (the default): spawn the
     /// server directly, in a process group of its own.
     pub supervisor: Option<Supervisor>,
+    /// Hears what servers say outside any request's result (resources that
+    /// changed, lists that changed, log messages); `None`: nobody listens.
+    pub notices: Option<crate::NoticeSink>,
     /// Start a server again when its connection ends (a crash), with
     /// backoff. `None` (the default): it stays down, for one-shot use.
     pub restart: Option<RestartPolicy>,
@@ -67,6 +70,7 @@ impl Default for StartOptions {
             client_version: env!("CARGO_PKG_VERSION").to_owned(),
             supervisor: None,
             restart: None,
+            notices: None,
             #[cfg(feature = "oauth")]
             credentials: None,
             #[cfg(feature = "oauth")]

@@ -162,7 +162,7 @@ impl Server {
     }
 
     /// The server, unless it failed to start or was shut down.
-    fn live(&self) -> Option<&Arc<Live>> {
+    pub(crate) fn live(&self) -> Option<&Arc<Live>> {
         self.started().filter(|live| !live.is_closed())
     }
 

@@ -142,6 +142,7 @@ impl Relaunch {
             max_pages: self.entry.spec.limits.max_pages,
             relisting: Arc::default(),
             relist_timeout: self.options.timeout,
+            notices: self.options.notices.clone(),
         }
     }
 

@@ -311,6 +311,8 @@ fn entry(cx: &mut Cx<'_>, scope: Scope, dialect: Dialect, server: Server<'_>) ->
             .and_then(Value::as_str)
             .and_then(PinMode::parse)
             .unwrap_or_default(),
+        resources: key("resources").and_then(Value::as_bool).unwrap_or(true),
+        prompts: key("prompts").and_then(Value::as_bool).unwrap_or(true),
     };
     ServerEntry {
         name: name.to_owned(),

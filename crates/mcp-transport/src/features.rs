@@ -1,0 +1,339 @@
+//! What a server offers beside tools: resources, resource templates,
+//! prompts, argument completion and logging, each asked for under the
+//! server's call timeout and its concurrency limit, and what it tells
+//! outside any request (`Notice`).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, JsonObject,
+    PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities,
+};
+#[allow(deprecated)] // MCP logging (SEP-2577) and legacy subscriptions, which servers still speak
+use rmcp::model::{
+    LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams, SubscribeRequestParams,
+    UnsubscribeRequestParams,
+};
+
+use crate::error::{Error, Result};
+use crate::server::Server;
+
+/// Something a server said outside the result of a request: a resource it
+/// changed, a list that changed, a log message.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+#[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
+pub enum Notice {
+    /// `notifications/resources/updated`: a resource a subscription is
+    /// about changed.
+    ResourceUpdated {
+        /// The server.
+        server: String,
+        /// The resource, as the server names it.
+        uri: String,
+    },
+    /// `notifications/resources/list_changed`.
+    ResourcesChanged {
+        /// The server.
+        server: String,
+    },
+    /// `notifications/prompts/list_changed`.
+    PromptsChanged {
+        /// The server.
+        server: String,
+    },
+    /// `notifications/message`: a log message.
+    Log {
+        /// The server.
+        server: String,
+        /// The message, as the server sent it.
+        message: LoggingMessageNotificationParam,
+    },
+}
+
+impl Notice {
+    /// The server that said it.
+    pub fn server(&self) -> &str {
+        match self {
+            Notice::ResourceUpdated { server, .. }
+            | Notice::ResourcesChanged { server }
+            | Notice::PromptsChanged { server }
+            | Notice::Log { server, .. } => server,
+        }
+    }
+}
+
+/// Hears every [`Notice`] of every server, from the connection's own task:
+/// it must not block (send it on to a channel).
+pub type NoticeSink = Arc<dyn Fn(Notice) + Send + Sync>;
+
+/// One listing: the items of at most `max_pages` pages, and whether the
+/// server had more.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Listing<T> {
+    /// What the server listed.
+    pub items: Vec<T>,
+    /// The listing stopped at `max_pages` while the server had more.
+    pub truncated: bool,
+}
+
+/// Which part of a server's capabilities a request needs.
+#[derive(Debug, Clone, Copy)]
+enum Offer {
+    Resources,
+    Subscriptions,
+    Prompts,
+    Completions,
+    Logging,
+}
+
+impl Offer {
+    fn word(self) -> &'static str {
+        match self {
+            Offer::Resources => "resources",
+            Offer::Subscriptions => "resource subscriptions",
+            Offer::Prompts => "prompts",
+            Offer::Completions => "completions",
+            Offer::Logging => "logging",
+        }
+    }
+
+    #[allow(deprecated)] // `logging`: MCP logging (SEP-2577)
+    fn offered(self, capabilities: &ServerCapabilities) -> bool {
+        match self {
+            Offer::Resources => capabilities.resources.is_some(),
+            Offer::Subscriptions => capabilities
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true)),
+            Offer::Prompts => capabilities.prompts.is_some(),
+            Offer::Completions => capabilities.completions.is_some(),
+            Offer::Logging => capabilities.logging.is_some(),
+        }
+    }
+}
+
+impl Server {
+    /// What the server declared it offers in its handshake (`None` until
+    /// it has connected).
+    pub fn capabilities(&self) -> Option<ServerCapabilities> {
+        self.live().map(|l| l.connection().capabilities.clone())
+    }
+
+    /// Whether the server declared `resources`.
+    pub fn offers_resources(&self) -> bool {
+        self.offers(Offer::Resources)
+    }
+
+    /// Whether the server declared `resources.subscribe`.
+    pub fn offers_subscriptions(&self) -> bool {
+        self.offers(Offer::Subscriptions)
+    }
+
+    /// Whether the server declared `prompts`.
+    pub fn offers_prompts(&self) -> bool {
+        self.offers(Offer::Prompts)
+    }
+
+    /// Whether the server declared `completions`.
+    pub fn offers_completions(&self) -> bool {
+        self.offers(Offer::Completions)
+    }
+
+    /// Whether the server declared `logging`.
+    pub fn offers_logging(&self) -> bool {
+        self.offers(Offer::Logging)
+    }
+
+    fn offers(&self, offer: Offer) -> bool {
+        self.capabilities().is_some_and(|c| offer.offered(&c))
+    }
+
+    /// `resources/list`, every page up to the server's `max_pages`.
+    pub async fn list_resources(&self) -> Result<Listing<Resource>> {
+        self.pages("resources/list", Offer::Resources, |peer, cursor| async move {
+            let page = peer.list_resources(Some(cursor)).await?;
+            Ok((page.resources, page.next_cursor))
+        })
+        .await
+    }
+
+    /// `resources/templates/list`, every page up to the server's `max_pages`.
+    pub async fn list_resource_templates(&self) -> Result<Listing<ResourceTemplate>> {
+        self.pages(
+            "resources/templates/list",
+            Offer::Resources,
+            |peer, cursor| async move {
+                let page = peer.list_resource_templates(Some(cursor)).await?;
+                Ok((page.resource_templates, page.next_cursor))
+            },
+        )
+        .await
+    }
+
+    /// `resources/read` of `uri` (the server's own).
+    pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult> {
+        let params = ReadResourceRequestParams::new(uri.to_owned());
+        self.request(format!("resources/read {uri}"), Offer::Resources, |peer| async move {
+            peer.read_resource(params).await
+        })
+        .await
+    }
+
+    /// `resources/subscribe` to `uri` (the server's own).
+    #[allow(deprecated)] // legacy subscriptions, which servers below 2026-07-28 speak
+    pub async fn subscribe(&self, uri: &str) -> Result<()> {
+        let params = SubscribeRequestParams::new(uri.to_owned());
+        self.request(
+            format!("resources/subscribe {uri}"),
+            Offer::Subscriptions,
+            |peer| async move { peer.subscribe(params).await },
+        )
+        .await
+    }
+
+    /// `resources/unsubscribe` from `uri` (the server's own).
+    #[allow(deprecated)] // legacy subscriptions, which servers below 2026-07-28 speak
+    pub async fn unsubscribe(&self, uri: &str) -> Result<()> {
+        let params = UnsubscribeRequestParams::new(uri.to_owned());
+        self.request(
+            format!("resources/unsubscribe {uri}"),
+            Offer::Subscriptions,
+            |peer| async move { peer.unsubscribe(params).await },
+        )
+        .await
+    }
+
+    /// `prompts/list`, every page up to the server's `max_pages`.
+    pub async fn list_prompts(&self) -> Result<Listing<Prompt>> {
+        self.pages("prompts/list", Offer::Prompts, |peer, cursor| async move {
+            let page = peer.list_prompts(Some(cursor)).await?;
+            Ok((page.prompts, page.next_cursor))
+        })
+        .await
+    }
+
+    /// `prompts/get` of `name` (the server's own) with `arguments`.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult> {
+        let mut params = GetPromptRequestParams::new(name.to_owned());
+        params.arguments = arguments;
+        self.request(format!("prompts/get {name}"), Offer::Prompts, |peer| async move {
+            peer.get_prompt(params).await
+        })
+        .await
+    }
+
+    /// `completion/complete`, with the reference in the server's own names.
+    pub async fn complete(&self, params: CompleteRequestParams) -> Result<CompleteResult> {
+        self.request(
+            "completion/complete".to_owned(),
+            Offer::Completions,
+            |peer| async move { peer.complete(params).await },
+        )
+        .await
+    }
+
+    /// `logging/setLevel`: the server sends log messages at `level` and above.
+    #[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
+    pub async fn set_log_level(&self, level: LoggingLevel) -> Result<()> {
+        let params = SetLevelRequestParams::new(level);
+        self.request(
+            "logging/setLevel".to_owned(),
+            Offer::Logging,
+            |peer| async move { peer.set_level(params).await },
+        )
+        .await
+    }
+
+    /// Lists page by page: `page` asks for the page at a cursor and returns
+    /// its items and the next cursor; at most `max_pages` pages.
+    async fn pages<T, F, Fut>(
+        &self,
+        what: &str,
+        offer: Offer,
+        page: F,
+    ) -> Result<Listing<T>>
+    where
+        F: Fn(rmcp::Peer<RoleClient>, PaginatedRequestParams) -> Fut,
+        Fut: Future<Output = std::result::Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,
+    {
+        let max_pages = self.limits().max_pages.max(1);
+        self.request(what.to_owned(), offer, |peer| async move {
+            let mut items = Vec::new();
+            let mut cursor = None;
+            for _ in 0..max_pages {
+                let params = PaginatedRequestParams::default().with_cursor(cursor);
+                let (more, next) = page(peer.clone(), params).await?;
+                items.extend(more);
+                match next {
+                    Some(next) => cursor = Some(next),
+                    None => {
+                        return Ok(Listing {
+                            items,
+                            truncated: false,
+                        });
+                    }
+                }
+            }
+            Ok(Listing {
+                items,
+                truncated: true,
+            })
+        })
+        .await
+    }
+
+    /// Runs `request` on the current connection, when the server offers
+    /// `offer`: waits while it restarts and for a call slot, then under the
+    /// server's call timeout.
+    async fn request<T, F, Fut>(&self, what: String, offer: Offer, request: F) -> Result<T>
+    where
+        F: FnOnce(rmcp::Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, rmcp::ServiceError>>,
+    {
+        let server = self.name().to_owned();
+        let Some(live) = self.live() else {
+            return Err(Error::NotConnected { server });
+        };
+        let timeout = Duration::from_millis(self.limits().call_timeout_ms);
+        live.ready(&server, timeout).await?;
+        let conn = live.connection();
+        if !offer.offered(&conn.capabilities) {
+            return Err(Error::NotOffered {
+                server,
+                what: offer.word(),
+            });
+        }
+        let Ok(_slot) = live.slots.clone().acquire_owned().await else {
+            return Err(Error::NotConnected { server });
+        };
+        match tokio::time::timeout(timeout, request(conn.peer.clone())).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(Error::Refused {
+                server,
+                what,
+                code: e.code.0,
+                message: e.message.into_owned(),
+            }),
+            Ok(Err(e)) => Err(Error::Call {
+                server,
+                tool: what,
+                message: e.to_string(),
+            }),
+            Err(_) => Err(Error::Timeout {
+                server,
+                tool: what,
+                after: timeout,
+            }),
+        }
+    }
+}
