@@ -64,6 +64,19 @@ impl ElicitRouter {
     }
 
     /// The one client with calls in flight on `server`, if exactly one.
+    /// The sessions with a call in flight on `server` now.
+    pub(crate) fn sessions_on(&self, server: &str) -> Vec<String> {
+        self.calls
+            .lock()
+            .ok()
+            .and_then(|calls| {
+                calls
+                    .get(server)
+                    .map(|on| on.iter().map(|(id, _, _)| id.clone()).collect())
+            })
+            .unwrap_or_default()
+    }
+
     fn client_of(&self, server: &str) -> Option<Peer<RoleServer>> {
         let calls = self.calls.lock().ok()?;
         match calls.get(server).map(Vec::as_slice) {

@@ -2,6 +2,7 @@
 
 mod auth;
 mod config;
+mod context;
 mod elicit;
 mod http;
 mod limits;
@@ -134,6 +135,10 @@ struct Inner {
     host: Arc<Host>,
     options: GatewayOptions,
     registry: Arc<registry::Registry>,
+    /// The log level each session asked for.
+    log_levels: context::LogLevels,
+    /// Numbers the sessions, for `log_levels`.
+    next_session: std::sync::atomic::AtomicU64,
 }
 
 impl Gateway {
@@ -144,6 +149,8 @@ impl Gateway {
                 host,
                 options,
                 registry: Arc::default(),
+                log_levels: context::LogLevels::new(),
+                next_session: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }

@@ -1,16 +1,22 @@
 //! One MCP client session: an rmcp `ServerHandler` whose `tools/list` is the
 //! caller's catalog and whose `tools/call` runs through its host `Session`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use core_agent_host::{Error as HostError, Session, SessionOptions, ToolReport};
 use core_agent_mcp_transport::{Progress, ProgressSink};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ResultType,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+    CompleteResult, ContentBlock, DiscoverResult, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ResultType,
+    ServerConfig, Tool, ToolAnnotations,
 };
+#[allow(deprecated)] // legacy subscriptions, which clients below 2026-07-28 speak
+use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
 #[allow(deprecated)] // MCP logging (SEP-2577), which clients still read
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 use rmcp::service::{NotificationContext, RequestContext};
@@ -41,6 +47,15 @@ pub(crate) struct McpSession {
     /// Whether the client wants `warning` log messages: yes until its
     /// `logging/setLevel` asks for a level above it.
     warnings_wanted: Arc<AtomicBool>,
+    /// This session's number among the gateway's (for its log level).
+    number: u64,
+    /// The least level of the backends' log messages it hears (0: all).
+    log_level: Arc<AtomicU8>,
+    /// The public resource URIs it subscribed to.
+    subscribed: Arc<Mutex<HashSet<String>>>,
+    /// Its record id once its host session is open (for routing the
+    /// backends' log messages to the session whose call is in flight).
+    record_id: Arc<Mutex<Option<String>>>,
 }
 
 struct Live {
@@ -63,12 +78,16 @@ impl McpSession {
         let mut changes = gateway.inner.host.subscribe();
         changes.borrow_and_update();
         McpSession {
-            gateway,
             fixed,
             live: OnceLock::new(),
             changes: Mutex::new(Some(changes)),
             watchers: Mutex::new(Vec::new()),
             warnings_wanted: Arc::new(AtomicBool::new(true)),
+            number: gateway.inner.next_session.fetch_add(1, Ordering::Relaxed),
+            log_level: Arc::new(AtomicU8::new(0)),
+            subscribed: Arc::default(),
+            record_id: Arc::default(),
+            gateway,
         }
     }
 
@@ -122,6 +141,9 @@ impl McpSession {
                     // (also across restarts, with --session-db).
                     .with_owner(Some(caller.name.clone())),
             );
+            if let Ok(mut id) = self.record_id.lock() {
+                *id = Some(record.id.clone());
+            }
             Live {
                 caller: caller.clone(),
                 session,
@@ -138,6 +160,17 @@ impl McpSession {
     }
 }
 
+impl McpSession {
+    /// Waits, at most the gateway's `list_wait`, for servers still starting.
+    async fn wait_for_servers(&self) {
+        let host = &self.gateway.inner.host;
+        if !host.all_started() {
+            let _ =
+                tokio::time::timeout(self.gateway.inner.options.list_wait, host.wait_all()).await;
+        }
+    }
+}
+
 impl Drop for McpSession {
     fn drop(&mut self) {
         if let Ok(mut watchers) = self.watchers.lock() {
@@ -147,6 +180,23 @@ impl Drop for McpSession {
         }
         if let Some(live) = self.live.get() {
             self.gateway.inner.registry.close(&live.record);
+        }
+        self.gateway.inner.log_levels.forget(self.number);
+        // Its subscriptions end with it.
+        let subscribed: Vec<String> = self
+            .subscribed
+            .lock()
+            .map(|mut s| s.drain().collect())
+            .unwrap_or_default();
+        if !subscribed.is_empty()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let host = self.gateway.inner.host.clone();
+            runtime.spawn(async move {
+                for uri in subscribed {
+                    let _ = host.unsubscribe_resource(&uri).await;
+                }
+            });
         }
     }
 }
@@ -213,19 +263,169 @@ fn complete(mut result: CallToolResult) -> CallToolResponse {
 impl ServerHandler for McpSession {
     #[allow(deprecated)] // `logging`: MCP logging (SEP-2577), which clients still read
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
-        )
+        ServerConfig::new(crate::context::capabilities(
+            self.gateway.inner.host.offers(),
+        ))
         .with_server_info(Implementation::new("core-agent", env!("CARGO_PKG_VERSION")))
         .with_instructions(
             "core-agent: the tools of every configured MCP server, namespaced <server>_<tool>, \
-             behind core-agent's permission gate. Large results come back as a digest with a \
-             call_id; pass it to retrieve_raw for the raw payload.",
+             behind core-agent's permission gate, with their prompts (<server>_<prompt>) and \
+             resources (core-agent://<server>/<uri>). Large results come back as a digest with \
+             a call_id; pass it to retrieve_raw for the raw payload.",
         )
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // The capabilities are the union of what the backends offer: give
+        // the ones still starting a moment to say.
+        self.wait_for_servers().await;
+        cx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn discover(&self, _cx: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+        self.wait_for_servers().await;
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let level = self.caller(&cx)?.trust_level;
+        self.wait_for_servers().await;
+        let resources = self.gateway.inner.host.resources(level).await;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let level = self.caller(&cx)?.trust_level;
+        self.wait_for_servers().await;
+        let templates = self.gateway.inner.host.resource_templates(level).await;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let live = self.live(&cx, None)?;
+        self.wait_for_servers().await;
+        let _in_flight = self.gateway.inner.registry.call_started();
+        let mut result = live
+            .session
+            .read_resource(&request.uri)
+            .await
+            .map_err(crate::context::protocol_error)?;
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result.into())
+    }
+
+    #[allow(deprecated)] // legacy subscriptions, which clients below 2026-07-28 speak
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let level = self.caller(&cx)?.trust_level;
+        let fresh = self
+            .subscribed
+            .lock()
+            .is_ok_and(|mut s| s.insert(request.uri.clone()));
+        if !fresh {
+            return Ok(());
+        }
+        let subscribed = self
+            .gateway
+            .inner
+            .host
+            .subscribe_resource(level, &request.uri)
+            .await;
+        if subscribed.is_err()
+            && let Ok(mut s) = self.subscribed.lock()
+        {
+            s.remove(&request.uri);
+        }
+        subscribed.map_err(crate::context::protocol_error)
+    }
+
+    #[allow(deprecated)] // legacy subscriptions, which clients below 2026-07-28 speak
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let held = self
+            .subscribed
+            .lock()
+            .is_ok_and(|mut s| s.remove(&request.uri));
+        if !held {
+            return Ok(());
+        }
+        self.gateway
+            .inner
+            .host
+            .unsubscribe_resource(&request.uri)
+            .await
+            .map_err(crate::context::protocol_error)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let level = self.caller(&cx)?.trust_level;
+        self.wait_for_servers().await;
+        let prompts = self.gateway.inner.host.prompts(level).await;
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let live = self.live(&cx, None)?;
+        self.wait_for_servers().await;
+        let mut result = live
+            .session
+            .get_prompt(&request.name, request.arguments)
+            .await
+            .map_err(crate::context::protocol_error)?;
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        cx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let level = self.caller(&cx)?.trust_level;
+        self.wait_for_servers().await;
+        let mut result = self
+            .gateway
+            .inner
+            .host
+            .complete(level, request)
+            .await
+            .map_err(crate::context::protocol_error)?;
+        result.result_type.get_or_insert(ResultType::COMPLETE);
+        Ok(result)
     }
 
     async fn list_tools(
@@ -358,12 +558,33 @@ impl ServerHandler for McpSession {
             cx.peer.clone(),
             self.warnings_wanted.clone(),
         ));
+        let notices = self.fixed.as_ref().map(|c| c.trust_level).or_else(|| {
+            cx.extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Caller>())
+                .map(|c| c.trust_level)
+        });
+        let listener = notices.map(|level| {
+            tokio::spawn(
+                crate::context::Listener {
+                    host: self.gateway.inner.host.clone(),
+                    peer: cx.peer.clone(),
+                    level,
+                    session: self.record_id.clone(),
+                    router: self.gateway.inner.options.elicitations.clone(),
+                    subscribed: self.subscribed.clone(),
+                    log_level: self.log_level.clone(),
+                }
+                .run(),
+            )
+        });
         if let Ok(mut watchers) = self.watchers.lock() {
             for old in watchers.drain(..) {
                 old.abort();
             }
             watchers.push(task);
             watchers.push(warner);
+            watchers.extend(listener);
         }
     }
 
@@ -375,6 +596,14 @@ impl ServerHandler for McpSession {
     ) -> Result<(), ErrorData> {
         self.warnings_wanted
             .store(warning_passes(request.level), Ordering::SeqCst);
+        self.log_level
+            .store(crate::context::rank(request.level), Ordering::SeqCst);
+        // The backends send what the most verbose session asks for.
+        self.gateway
+            .inner
+            .log_levels
+            .set(&self.gateway.inner.host, self.number, request.level)
+            .await;
         Ok(())
     }
 }

@@ -6,7 +6,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[non_exhaustive]
 pub enum Error {
     /// No tool is published under that name.
-    #[error("no tool named `{name}`{}", did_you_mean(suggestions))]
+    #[error("no tool named `{name}`{}", did_you_mean(suggestions, "tools"))]
     UnknownTool {
         /// The name asked for.
         name: String,
@@ -61,6 +61,22 @@ pub enum Error {
         /// The limit that was hit.
         after: std::time::Duration,
     },
+    /// No prompt the caller may see has this name.
+    #[error("no prompt named `{name}`{}", did_you_mean(suggestions, "prompts"))]
+    UnknownPrompt {
+        /// The name asked for.
+        name: String,
+        /// Close names among the caller's prompts.
+        suggestions: Vec<String>,
+    },
+    /// No server the caller may see owns this resource URI.
+    #[error("no server offers the resource `{uri}`: {hint}")]
+    UnknownResource {
+        /// The URI asked for.
+        uri: String,
+        /// What the URI should look like, or which server names are close.
+        hint: String,
+    },
     /// `trust` could not pin a server's tools.
     #[error("{message}")]
     Pin {
@@ -83,9 +99,9 @@ pub enum Error {
     Digest(#[from] core_agent_digest::Error),
 }
 
-fn did_you_mean(suggestions: &[String]) -> String {
+fn did_you_mean(suggestions: &[String], what: &str) -> String {
     match suggestions {
-        [] => "; list the tools with tools/list".to_owned(),
+        [] => format!("; list the {what} with {what}/list"),
         names => format!(
             "; did you mean {}?",
             names

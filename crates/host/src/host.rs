@@ -240,6 +240,9 @@ pub struct Host {
     pub(crate) pin_problem: Mutex<Option<String>>,
     /// Who opened each session (`None` when the digest is off).
     pub(crate) owners: Option<crate::Owners>,
+    /// Resources and prompts across sessions: notices, the prompt lists,
+    /// subscriptions.
+    pub(crate) context: crate::context::ContextState,
 }
 
 impl Host {
@@ -290,6 +293,9 @@ impl Host {
                 catalog.as_ref().and_then(|c| c.summary(server.name())),
             );
         };
+        let mut options = options;
+        let (context, notices) = crate::context::ContextState::new(options.start.notices.take());
+        options.start.notices = Some(notices);
         let servers = Servers::start(entries, env, &options.start, &ready).await;
         let (survey, survey_warning) = open_survey(options.survey.as_ref());
         let owners = owners_of(&options);
@@ -307,6 +313,7 @@ impl Host {
             pin_io: Mutex::new(()),
             pin_problem: Mutex::new(None),
             owners,
+            context,
         };
         let built = (host.catalog_key(), Arc::new(host.publish()));
         host.published = Mutex::new(built);
@@ -339,6 +346,9 @@ impl Host {
                 );
             })
         };
+        let mut options = options;
+        let (context, notices) = crate::context::ContextState::new(options.start.notices.take());
+        options.start.notices = Some(notices);
         let servers = Servers::launch(&config.servers, env, &options.start, Some(ready));
         let (survey, survey_warning) = open_survey(options.survey.as_ref());
         let owners = owners_of(&options);
@@ -356,6 +366,7 @@ impl Host {
             pin_io: Mutex::new(()),
             pin_problem: Mutex::new(None),
             owners,
+            context,
         }
     }
 

@@ -2,6 +2,7 @@
 
 mod cap;
 mod commands;
+mod context;
 #[cfg(feature = "demo")]
 pub mod demo;
 mod error;
@@ -20,6 +21,7 @@ mod wrap;
 
 pub use cap::cap_result;
 pub use commands::Commands;
+pub use context::{Offered, Offers, URI_PREFIX, origin_of, public_uri};
 pub use error::{Error, Result};
 pub use host::{DigestOptions, Host, HostOptions, ServerReady, SurveyOptions};
 #[cfg(feature = "llm")]

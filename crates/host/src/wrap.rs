@@ -257,13 +257,28 @@ impl DigestWrap {
     /// digest in that text's place, without a `call_id`, saying why).
     pub async fn apply_within(
         &self,
-        mut result: CallToolResult,
+        result: CallToolResult,
         server: &str,
         tool: &str,
         max_result_bytes: usize,
     ) -> CallToolResult {
+        self.digest_within(result, server, tool, max_result_bytes)
+            .await
+            .0
+    }
+
+    /// [`DigestWrap::apply_within`], saying whether the result was digested
+    /// (its text replaced by the synthetic response); when it was not, its
+    /// blocks come back as they were.
+    pub(crate) async fn digest_within(
+        &self,
+        mut result: CallToolResult,
+        server: &str,
+        tool: &str,
+        max_result_bytes: usize,
+    ) -> (CallToolResult, bool) {
         if under_threshold(&result, self.settings.threshold) {
-            return result;
+            return (result, false);
         }
         // A result of one text is digested from that text, moved out of its
         // block rather than copied (a result of tens of MiB is held once):
@@ -272,12 +287,12 @@ impl DigestWrap {
             Some((at, text)) => (Some(at), text),
             None => match payload_of(&result) {
                 Some(payload) => (None, payload),
-                None => return result,
+                None => return (result, false),
             },
         };
         let Some(digested) = route(&payload, &self.settings) else {
             put_back(&mut result, at, payload);
-            return result;
+            return (result, false);
         };
         let call_id = new_call_id();
         let room = crate::cap::first_text_room(&mut result, max_result_bytes);
@@ -313,7 +328,7 @@ impl DigestWrap {
                     digested.digest, digested.raw_bytes
                 ),
             );
-            return result;
+            return (result, false);
         }
         self.stored.store(true, Ordering::Relaxed);
         let mut event = DigestEvent::new(digested.method, digested.raw_bytes, 0);
@@ -334,7 +349,7 @@ impl DigestWrap {
         result.content.retain(|c| c.as_text().is_none());
         result.content.insert(0, ContentBlock::text(envelope));
         result.structured_content = None;
-        result
+        (result, true)
     }
 }
 

@@ -25,6 +25,32 @@ pub fn namespaced(server: &str, tool: &str) -> String {
     format!("{}_{}", sanitize(server), sanitize(tool))
 }
 
+/// The published names of `(server, name)` pairs under the rules tool
+/// names follow: namespaced and sanitized, a name several pairs share gets
+/// a suffix from each pair's identity, and a name over [`MAX_NAME`] is
+/// shortened. Prompts are named this way.
+///
+/// ```
+/// let names = core_agent_mcp_policy::unique_names(&[("a-b", "c"), ("a", "b_c"), ("fs", "hi")]);
+/// assert_eq!(names[2], "fs_hi");
+/// assert!(names[0].starts_with("a_b_c_") && names[0] != names[1]);
+/// ```
+pub fn unique_names(pairs: &[(&str, &str)]) -> Vec<String> {
+    let names: Vec<String> = pairs.iter().map(|(s, n)| namespaced(s, n)).collect();
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for name in &names {
+        *seen.entry(name.as_str()).or_default() += 1;
+    }
+    names
+        .iter()
+        .zip(pairs)
+        .map(|(name, (server, item))| match seen.get(name.as_str()) {
+            Some(n) if *n > 1 => disambiguated(name, server, item),
+            _ => fit(name),
+        })
+        .collect()
+}
+
 /// Longest published name.
 pub const MAX_NAME: usize = 64;
 

@@ -1,0 +1,329 @@
+//! Resources, prompts, completion and logging for a gateway session: the
+//! handshake's capabilities from what the backends offer, host errors as
+//! protocol errors, and the backends' notices forwarded to each session
+//! that may hear them.
+
+#![allow(deprecated)] // MCP logging (SEP-2577) and legacy subscriptions, which clients still speak
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use core_agent_host::{Error as HostError, Host, Offered, Offers, public_uri};
+use core_agent_mcp_config::TrustLevel;
+use core_agent_mcp_transport::{Error as CallError, Notice};
+use rmcp::model::{
+    ErrorCode, LoggingLevel, LoggingMessageNotificationParam, PromptsCapability,
+    ResourceUpdatedNotificationParam, ResourcesCapability, ServerCapabilities,
+};
+use rmcp::{ErrorData, Peer, RoleServer};
+
+use crate::elicit::ElicitRouter;
+
+/// At most this many log messages and resource updates a second reach one
+/// session; the rest are dropped and counted (a backend that floods them
+/// costs the client one line saying so).
+const MAX_NOTICES_PER_SECOND: u32 = 50;
+
+/// The gateway's capabilities: tools and logging always, and what the
+/// backends offer of resources, prompts and completion.
+pub(crate) fn capabilities(offers: Offers) -> ServerCapabilities {
+    let mut capabilities = ServerCapabilities::builder()
+        .enable_tools()
+        .enable_tool_list_changed()
+        .enable_logging()
+        .build();
+    if offers.resources {
+        let mut resources = ResourcesCapability::default();
+        resources.list_changed = Some(true);
+        resources.subscribe = offers.subscriptions.then_some(true);
+        capabilities.resources = Some(resources);
+    }
+    if offers.prompts {
+        let mut prompts = PromptsCapability::default();
+        prompts.list_changed = Some(true);
+        capabilities.prompts = Some(prompts);
+    }
+    if offers.completions {
+        capabilities.completions = Some(Default::default());
+    }
+    capabilities
+}
+
+/// A host error on a resources, prompts or completion request, as the
+/// protocol error the client gets: what the client asked wrong is invalid
+/// params (an unknown resource is the spec's -32002), a backend's own
+/// JSON-RPC error passes through with its code, the rest is internal.
+pub(crate) fn protocol_error(e: HostError) -> ErrorData {
+    let message = e.to_string();
+    match e {
+        HostError::UnknownResource { uri, .. } => ErrorData::new(
+            ErrorCode(-32002),
+            message,
+            Some(serde_json::json!({ "uri": uri })),
+        ),
+        HostError::UnknownPrompt { .. } | HostError::BadArguments { .. } => {
+            ErrorData::invalid_params(message, None)
+        }
+        HostError::Call(CallError::Refused { code, .. }) => {
+            ErrorData::new(ErrorCode(code), message, None)
+        }
+        HostError::Call(CallError::NotOffered { .. }) => {
+            ErrorData::new(ErrorCode::METHOD_NOT_FOUND, message, None)
+        }
+        _ => ErrorData::internal_error(message, None),
+    }
+}
+
+/// The log levels the sessions asked for, so the backends are asked for
+/// the most verbose of them.
+#[derive(Debug, Default)]
+pub(crate) struct LogLevels {
+    levels: Mutex<HashMap<u64, u8>>,
+    /// The level the backends were last asked for (`u8::MAX`: never).
+    sent: AtomicU8,
+}
+
+impl LogLevels {
+    /// Session `id` asks for `level`: the backends are asked for the most
+    /// verbose level any session wants, when that changed.
+    pub(crate) async fn set(&self, host: &Host, id: u64, level: LoggingLevel) {
+        let wanted = {
+            let Ok(mut levels) = self.levels.lock() else {
+                return;
+            };
+            levels.insert(id, rank(level));
+            levels.values().copied().min().unwrap_or(rank(level))
+        };
+        let before = self.sent.swap(wanted, Ordering::SeqCst);
+        if before != wanted {
+            host.set_log_level(level_of(wanted)).await;
+        }
+    }
+
+    /// Session `id` is gone.
+    pub(crate) fn forget(&self, id: u64) {
+        if let Ok(mut levels) = self.levels.lock() {
+            levels.remove(&id);
+        }
+    }
+}
+
+impl LogLevels {
+    pub(crate) fn new() -> LogLevels {
+        LogLevels {
+            levels: Mutex::default(),
+            sent: AtomicU8::new(u8::MAX),
+        }
+    }
+}
+
+/// 0 for `debug` up to 7 for `emergency`.
+pub(crate) fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+fn level_of(rank: u8) -> LoggingLevel {
+    match rank {
+        0 => LoggingLevel::Debug,
+        1 => LoggingLevel::Info,
+        2 => LoggingLevel::Notice,
+        3 => LoggingLevel::Warning,
+        4 => LoggingLevel::Error,
+        5 => LoggingLevel::Critical,
+        6 => LoggingLevel::Alert,
+        _ => LoggingLevel::Emergency,
+    }
+}
+
+/// What one session hears of the backends' notices.
+pub(crate) struct Listener {
+    pub(crate) host: Arc<Host>,
+    pub(crate) peer: Peer<RoleServer>,
+    pub(crate) level: TrustLevel,
+    /// The session's id in the elicitation router (its record id), once open.
+    pub(crate) session: Arc<Mutex<Option<String>>>,
+    pub(crate) router: Option<Arc<ElicitRouter>>,
+    /// The public URIs this session subscribed to.
+    pub(crate) subscribed: Arc<Mutex<HashSet<String>>>,
+    /// The least log level this session hears (`0`: all).
+    pub(crate) log_level: Arc<AtomicU8>,
+}
+
+impl Listener {
+    /// Forwards notices until the client goes away or the host stops.
+    pub(crate) async fn run(self) {
+        let mut notices = self.host.notices();
+        let mut window = Window::new();
+        loop {
+            let notice = match notices.recv().await {
+                Ok(notice) => notice,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    window.dropped += n;
+                    continue;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if self.deliver(notice, &mut window).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn deliver(&self, notice: Notice, window: &mut Window) -> Result<(), ()> {
+        let offered = |what| self.host.offers_to(notice.server(), self.level, what);
+        match &notice {
+            Notice::ResourcesChanged { .. } if offered(Offered::Resources) => self
+                .peer
+                .notify_resource_list_changed()
+                .await
+                .map_err(drop),
+            Notice::PromptsChanged { .. } if offered(Offered::Prompts) => self
+                .peer
+                .notify_prompt_list_changed()
+                .await
+                .map_err(drop),
+            Notice::ResourceUpdated { server, uri } => {
+                let public = public_uri(server, uri);
+                let wanted = self
+                    .subscribed
+                    .lock()
+                    .is_ok_and(|subs| subs.contains(&public));
+                if !wanted || !window.admit() {
+                    return self.report_dropped(window).await;
+                }
+                self.peer
+                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(public))
+                    .await
+                    .map_err(drop)
+            }
+            Notice::Log { server, message } if offered(Offered::Logging) => {
+                if rank(message.level) < self.log_level.load(Ordering::SeqCst)
+                    || !self.hears_from(server)
+                {
+                    return Ok(());
+                }
+                if !window.admit() {
+                    return self.report_dropped(window).await;
+                }
+                let mut message = message.clone();
+                message.logger = Some(match &message.logger {
+                    Some(logger) => format!("{server}/{logger}"),
+                    None => server.clone(),
+                });
+                self.peer.notify_logging_message(message).await.map_err(drop)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether this session hears `server`'s log messages: the session
+    /// whose call is in flight on it does; when no session's is, all do.
+    fn hears_from(&self, server: &str) -> bool {
+        let Some(router) = &self.router else {
+            return true;
+        };
+        let calling = router.sessions_on(server);
+        if calling.is_empty() {
+            return true;
+        }
+        let me = self.session.lock().ok().and_then(|s| s.clone());
+        me.is_some_and(|me| calling.contains(&me))
+    }
+
+    /// Once a second at most, tells the client how many notices were
+    /// dropped since the last time it was told.
+    async fn report_dropped(&self, window: &mut Window) -> Result<(), ()> {
+        let Some(dropped) = window.take_report() else {
+            return Ok(());
+        };
+        let mut note = LoggingMessageNotificationParam::new(
+            LoggingLevel::Warning,
+            serde_json::Value::String(format!(
+                "core-agent: {dropped} notification(s) from the servers were dropped (more than {MAX_NOTICES_PER_SECOND} a second)"
+            )),
+        );
+        note.logger = Some("core-agent".to_owned());
+        self.peer.notify_logging_message(note).await.map_err(drop)
+    }
+}
+
+/// A one-second window of forwarded notices.
+struct Window {
+    started: Instant,
+    sent: u32,
+    dropped: u64,
+    reported: Option<Instant>,
+}
+
+impl Window {
+    fn new() -> Window {
+        Window {
+            started: Instant::now(),
+            sent: 0,
+            dropped: 0,
+            reported: None,
+        }
+    }
+
+    /// Whether one more notice may go now.
+    fn admit(&mut self) -> bool {
+        if self.started.elapsed() >= Duration::from_secs(1) {
+            self.started = Instant::now();
+            self.sent = 0;
+        }
+        if self.sent < MAX_NOTICES_PER_SECOND {
+            self.sent += 1;
+            true
+        } else {
+            self.dropped += 1;
+            false
+        }
+    }
+
+    /// The count to report, when there is one and the last report was over
+    /// a second ago.
+    fn take_report(&mut self) -> Option<u64> {
+        if self.dropped == 0
+            || self
+                .reported
+                .is_some_and(|at| at.elapsed() < Duration::from_secs(1))
+        {
+            return None;
+        }
+        self.reported = Some(Instant::now());
+        Some(std::mem::take(&mut self.dropped))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_admits_its_share_then_counts_the_rest_and_reports_once() {
+        let mut window = Window::new();
+        let admitted = (0..80).filter(|_| window.admit()).count();
+        assert_eq!(admitted, MAX_NOTICES_PER_SECOND as usize);
+        assert_eq!(window.take_report(), Some(30));
+        window.dropped = 5;
+        assert_eq!(window.take_report(), None, "at most one report a second");
+    }
+
+    #[test]
+    fn levels_rank_from_debug_to_emergency_and_back() {
+        for r in 0..8 {
+            assert_eq!(rank(level_of(r)), r);
+        }
+    }
+}

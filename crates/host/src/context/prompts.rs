@@ -1,0 +1,189 @@
+//! Prompts under public names: `<server>_<prompt>`, named like tools
+//! ([`core_agent_mcp_policy::unique_names`]), and each `prompts/get` routed
+//! back to its server under the server's own name.
+
+use std::sync::Arc;
+
+use core_agent_mcp_config::TrustLevel;
+use core_agent_mcp_transport::Server;
+use core_agent_mcp_transport::model::{
+    ContentBlock, GetPromptResult, JsonObject, Prompt, ResourceContents,
+};
+
+use super::{Offered, public_uri};
+use crate::{Error, Host, Result, Session};
+
+/// One prompt as a caller sees it.
+struct Published<'a> {
+    /// Its public name.
+    name: String,
+    server: &'a Server,
+    prompt: Prompt,
+}
+
+impl Host {
+    /// Every prompt a caller at `level` may get, under its public name
+    /// (title, description and arguments as the server wrote them). A
+    /// server that fails to list is left out.
+    pub async fn prompts(&self, level: TrustLevel) -> Vec<Prompt> {
+        self.published_prompts(level)
+            .await
+            .into_iter()
+            .map(|p| {
+                let mut prompt = p.prompt;
+                prompt.name = p.name;
+                prompt
+            })
+            .collect()
+    }
+
+    /// The prompts of every server offering them to `level`, named. Each
+    /// server's list is kept until it says it changed.
+    async fn published_prompts(&self, level: TrustLevel) -> Vec<Published<'_>> {
+        let servers = self.offering(level, Offered::Prompts);
+        let lists = futures::future::join_all(servers.iter().map(|s| self.prompts_of(s))).await;
+        let listed: Vec<(&Server, Prompt)> = servers
+            .iter()
+            .zip(lists)
+            .flat_map(|(server, prompts)| {
+                prompts
+                    .iter()
+                    .map(|p| (*server, p.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let pairs: Vec<(&str, &str)> = listed
+            .iter()
+            .map(|(s, p)| (s.name(), p.name.as_str()))
+            .collect();
+        let names = core_agent_mcp_policy::unique_names(&pairs);
+        listed
+            .into_iter()
+            .zip(names)
+            .map(|((server, prompt), name)| Published {
+                name,
+                server,
+                prompt,
+            })
+            .collect()
+    }
+
+    /// The prompts `server` lists, from the cache or asked for now (a
+    /// server that fails to list has none).
+    async fn prompts_of(&self, server: &Server) -> Arc<Vec<Prompt>> {
+        let cached = self
+            .context
+            .prompts
+            .lock()
+            .ok()
+            .and_then(|cache| cache.get(server.name()).cloned());
+        if let Some(prompts) = cached {
+            return prompts;
+        }
+        match server.list_prompts().await {
+            Ok(listing) => {
+                let prompts = Arc::new(listing.items);
+                if let Ok(mut cache) = self.context.prompts.lock() {
+                    cache.insert(server.name().to_owned(), prompts.clone());
+                }
+                prompts
+            }
+            Err(e) => {
+                tracing::warn!("prompts of `{}` left out: {e}", server.name());
+                Arc::default()
+            }
+        }
+    }
+
+    /// The server behind the public prompt name `name`, and its own name
+    /// for it, when a caller at `level` may get it.
+    pub(crate) async fn prompt_route(
+        &self,
+        level: TrustLevel,
+        name: &str,
+    ) -> Result<(&Server, String)> {
+        let published = self.published_prompts(level).await;
+        if let Some(p) = published.iter().find(|p| p.name == name) {
+            return Ok((p.server, p.prompt.name.clone()));
+        }
+        let names: Vec<&str> = published.iter().map(|p| p.name.as_str()).collect();
+        Err(Error::UnknownPrompt {
+            name: name.to_owned(),
+            suggestions: core_agent_mcp_config::suggestions(name, names, 3)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        })
+    }
+}
+
+impl Session {
+    /// `prompts/get` of the public prompt `name` with `arguments`, from its
+    /// server. A required argument that is missing is refused here, naming
+    /// it, before the server is asked; resources the messages embed come
+    /// back under their public URIs.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<GetPromptResult> {
+        let host = &self.host;
+        let (server, own) = host.prompt_route(self.level, name).await?;
+        let prompt = host
+            .prompts_of(server)
+            .await
+            .iter()
+            .find(|p| p.name == own)
+            .cloned();
+        if let Some(prompt) = &prompt {
+            let missing: Vec<&str> = prompt
+                .arguments
+                .iter()
+                .flatten()
+                .filter(|a| a.required == Some(true))
+                .filter(|a| {
+                    !arguments
+                        .as_ref()
+                        .is_some_and(|given| given.contains_key(&a.name))
+                })
+                .map(|a| a.name.as_str())
+                .collect();
+            if !missing.is_empty() {
+                return Err(Error::BadArguments {
+                    name: name.to_owned(),
+                    message: format!(
+                        "missing required argument{} {}",
+                        if missing.len() == 1 { "" } else { "s" },
+                        missing
+                            .iter()
+                            .map(|m| format!("`{m}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+            }
+        }
+        let mut result = server.get_prompt(&own, arguments).await?;
+        for message in &mut result.messages {
+            match &mut message.content {
+                ContentBlock::Resource(embedded) => {
+                    publish_uri(server.name(), &mut embedded.resource);
+                }
+                ContentBlock::ResourceLink(link) => {
+                    link.uri = public_uri(server.name(), &link.uri);
+                }
+                _ => {}
+            }
+        }
+        Ok(result)
+    }
+}
+
+/// Puts the URI of embedded resource contents of `server` under its public URI.
+pub(crate) fn publish_uri(server: &str, contents: &mut ResourceContents) {
+    match contents {
+        ResourceContents::TextResourceContents { uri, .. }
+        | ResourceContents::BlobResourceContents { uri, .. } => *uri = public_uri(server, uri),
+        _ => {}
+    }
+}
