@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use crate::demo_server;
 
 /// The bearer token of the HTTP tests (at least 16 characters).
-const TOKEN: &str = "e2e-gateway-token-0123456789abcdef";
+pub(crate) const TOKEN: &str = "e2e-gateway-token-0123456789abcdef";
 
 /// How long a whole client scenario may take.
 const CLIENT_LIMIT: Duration = Duration::from_secs(120);
@@ -252,14 +252,14 @@ fn still_running(needle: &str, limit: Duration) -> Vec<(i32, String)> {
 
 /// `core-agent serve --http 127.0.0.1:0` in the project, with its address
 /// read from the line it prints, and its stderr kept.
-struct HttpGateway {
+pub(crate) struct HttpGateway {
     guard: Guard,
-    url: String,
+    pub(crate) url: String,
     stderr: Arc<Mutex<String>>,
 }
 
 impl HttpGateway {
-    fn start(p: &Project) -> HttpGateway {
+    pub(crate) fn start(p: &Project) -> HttpGateway {
         let agents = agents_dir(p);
         let mut cmd = p.command(&["--agents-dir", &agents, "serve", "--http", "127.0.0.1:0"]);
         cmd.env("CORE_AGENT_GATEWAY_TOKEN", TOKEN);
@@ -296,12 +296,12 @@ impl HttpGateway {
         HttpGateway { guard, url, stderr }
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
     /// Stops it as an operator would (SIGTERM) and returns its exit code.
-    fn stop(mut self) -> i32 {
+    pub(crate) fn stop(mut self) -> i32 {
         let _ = kill(Pid::from_raw(self.guard.pid()), Signal::SIGTERM);
         let code = self.guard.wait_for(Duration::from_secs(20));
         code.unwrap_or_else(|| panic!("core-agent serve ignored SIGTERM:\n{}", self.stderr()))

@@ -21,6 +21,7 @@ mod edges;
 mod faults;
 mod gate;
 mod gateway_clients;
+mod gateway_context;
 mod gateway_load;
 mod lifecycle;
 mod listing;

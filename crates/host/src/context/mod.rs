@@ -30,6 +30,10 @@ use crate::{Error, Host, Result};
 
 pub use uri::{URI_PREFIX, origin_of, public_uri};
 
+/// What a resource read's raw payload is recorded as coming from (then
+/// the server's URI): `resources/read demo://x`.
+pub(crate) const READ_RESOURCE: &str = "resources/read ";
+
 /// How many notices wait for a slow listener before the oldest are dropped
 /// (a server flooding log messages costs a bounded buffer, not memory
 /// without end).

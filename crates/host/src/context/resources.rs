@@ -27,7 +27,7 @@ impl Session {
         if let Some(digest) = &self.digest
             && self.host.digests(server.name())
         {
-            let what = format!("resources/read {own}");
+            let what = format!("{}{own}", super::READ_RESOURCE);
             result.contents = digested(digest, result.contents, server.name(), &what, uri, max).await;
         }
         result.contents = capped(result.contents, uri, max);

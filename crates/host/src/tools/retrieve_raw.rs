@@ -92,6 +92,10 @@ impl Session {
                     .survey_access()
                     .and_then(|a| a.levels(&record.tool))
                     .is_some_and(|levels| levels.contains(&level)) => {}
+            // A resource read's: readable by the levels the server's
+            // resources are offered to.
+            None if record.tool.starts_with(crate::context::READ_RESOURCE)
+                && self.host.offers_to(&record.server, level, crate::Offered::Resources) => {}
             None => {
                 return Err(bad(format!(
                     "`{call_id}` came from `{}` of server `{}`, which is not in the catalog now",

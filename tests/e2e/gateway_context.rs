@@ -1,0 +1,273 @@
+//! What a client loses by putting `core-agent serve` in front of a server:
+//! nothing of its resources, resource templates, subscriptions, prompts,
+//! completions and log messages. The official Python SDK client
+//! (`tests/fixture/context_client.py`) runs the same scenario against
+//! server-everything directly and through `core-agent serve` (over stdio and
+//! HTTP), and the two are compared here, names and URIs mapped
+//! (`everything_<prompt>`, `core-agent://everything/<uri>`). Trust levels and
+//! the per-server switches hide a server's resources and prompts, and a large
+//! resource comes back as a digest whose raw payload is the server's text.
+
+use std::process::Command;
+
+use core_agent_e2e::{Project, bin, everything_js, hermetic, node, python, root};
+use serde_json::{Value, json};
+
+use crate::everything_stdio;
+use crate::gateway_clients::{HttpGateway, TOKEN};
+
+const PREFIX: &str = "everything_";
+const URI_PREFIX: &str = "core-agent://everything/";
+
+/// Runs the context client with `options` against `target` (`stdio DIR
+/// COMMAND ARGS…` or `http URL TOKEN`) and returns what it saw.
+fn observe(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("150").arg(python());
+    hermetic(&mut cmd)
+        .arg(root().join("tests/fixture/context_client.py"))
+        .arg(options.to_string())
+        .args(target)
+        .current_dir(dir)
+        .env("HOME", dir.join("home"))
+        .env_remove("CORE_AGENT_GATEWAY_TOKEN");
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let json: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("the client printed no JSON ({e}), {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status)
+    });
+    assert!(
+        out.status.success() && json.get("fatal").is_none(),
+        "the client failed ({}): {}\nstderr:\n{stderr}",
+        out.status,
+        json["fatal"].as_str().unwrap_or_default()
+    );
+    json
+}
+
+/// server-everything behind the gateway, with a digest threshold under its
+/// architecture document, and the gate allowing its tools (the scenario
+/// starts its simulated updates and logging with them).
+fn project() -> Project {
+    let p = Project::new(&json!({
+        "version": 1,
+        "agentic_wrap_threshold": 1000,
+        "servers": {"everything": everything_stdio()},
+    }));
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"allow": ["mcp:everything_*", "builtin:retrieve_raw"]}}).to_string(),
+    );
+    p
+}
+
+fn serve_over_stdio(p: &Project, extra: &[&str]) -> Vec<String> {
+    let agents = p.path().join(".agents");
+    let mut target = vec![
+        "stdio".to_owned(),
+        p.path().to_str().unwrap().to_owned(),
+        bin("core-agent").to_str().unwrap().to_owned(),
+        "--agents-dir".to_owned(),
+        agents.to_str().unwrap().to_owned(),
+        "serve".to_owned(),
+    ];
+    target.extend(extra.iter().map(|s| (*s).to_owned()));
+    target
+}
+
+fn direct(p: &Project) -> Value {
+    let target = [
+        "stdio".to_owned(),
+        p.path().to_str().unwrap().to_owned(),
+        node().to_str().unwrap().to_owned(),
+        everything_js().to_str().unwrap().to_owned(),
+        "stdio".to_owned(),
+    ];
+    observe(
+        p.path(),
+        json!({"updates": true, "logs": true}),
+        &target,
+    )
+}
+
+fn through() -> Value {
+    json!({"updates": true, "logs": true, "prefix": PREFIX, "uri_prefix": URI_PREFIX})
+}
+
+/// The public name of one of server-everything's prompts.
+fn named(name: &str) -> String {
+    format!("{PREFIX}{}", name.replace('-', "_"))
+}
+
+/// Everything the client saw directly is there through the gateway, under
+/// mapped names.
+fn compare(direct: &Value, gateway: &Value) {
+    let brief = |v: &Value| {
+        let mut v = v.clone();
+        v["read"]["text"] = json!(v["read"]["text"].as_str().map(|t| t.chars().take(60).collect::<String>()));
+        v.as_object_mut().map(|o| o.remove("raw"));
+        v
+    };
+    let why = format!("direct: {}\ngateway: {}", brief(direct), brief(gateway));
+    assert_eq!(direct["capabilities"], gateway["capabilities"], "{why}");
+    assert_eq!(direct["subscribe"], json!(true), "{why}");
+    assert_eq!(gateway["subscribe"], json!(true), "{why}");
+    // Resources: every one, its URI behind the server's prefix, names kept.
+    let mapped: Vec<Value> = direct["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            json!({"uri": format!("{URI_PREFIX}{}", r["uri"].as_str().unwrap()),
+                   "name": r["name"], "mimeType": r["mimeType"]})
+        })
+        .collect();
+    assert_eq!(json!(mapped), gateway["resources"], "{why}");
+    assert!(mapped.len() >= 7, "{why}");
+    let templates: Vec<String> = direct["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| format!("{URI_PREFIX}{}", t.as_str().unwrap()))
+        .collect();
+    assert_eq!(json!(templates), gateway["templates"], "{why}");
+    // A read through a template's URI comes from the server.
+    assert_eq!(
+        gateway["read_template"]["uri"],
+        json!(format!("{URI_PREFIX}demo://resource/dynamic/text/7")),
+        "{why}"
+    );
+    assert!(
+        gateway["read_template"]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Resource 7: This is a plaintext resource")),
+        "{why}"
+    );
+    // The first resource is over the threshold: a digest, whose raw payload
+    // is the server's text byte for byte.
+    let text = direct["read"]["text"].as_str().unwrap();
+    assert!(text.len() > 1000, "{why}");
+    assert!(gateway["digest"]["call_id"].is_string(), "{why}");
+    assert_eq!(gateway["raw"].as_str(), Some(text), "{why}");
+    // Prompts, named like tools, their arguments kept.
+    let prompts: Vec<Value> = direct["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| json!({"name": named(p["name"].as_str().unwrap()), "arguments": p["arguments"]}))
+        .collect();
+    assert_eq!(json!(prompts), gateway["prompts"], "{why}");
+    assert_eq!(direct["args_prompt"], gateway["args_prompt"], "{why}");
+    assert_eq!(direct["completion"], gateway["completion"], "{why}");
+    assert_eq!(gateway["completion"], json!(["Sales", "Support"]), "{why}");
+    // Errors name what is wrong.
+    let error = |key: &str| gateway[key].as_str().unwrap_or_default().to_owned();
+    assert!(error("missing_argument").contains("`city`"), "{why}");
+    assert!(
+        error("unknown_prompt").contains(&format!("did you mean `{}`", named("args-prompt"))),
+        "{why}"
+    );
+    assert!(error("unknown_resource").contains("demo://no/such/thing"), "{why}");
+    // A subscription's updates and the log messages come through, the log
+    // messages tagged with their server.
+    assert_eq!(
+        gateway["updated"][0],
+        json!(format!("{URI_PREFIX}{}", direct["updated"][0].as_str().unwrap())),
+        "{why}"
+    );
+    let loggers: Vec<&Value> = gateway["log_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["logger"])
+        .collect();
+    assert!(!loggers.is_empty(), "{why}");
+    assert!(loggers.iter().all(|l| *l == "everything"), "{why}");
+}
+
+#[test]
+fn a_client_of_serve_over_stdio_sees_what_it_sees_directly() {
+    let p = project();
+    let direct = direct(&p);
+    let gateway = observe(p.path(), through(), &serve_over_stdio(&p, &[]));
+    compare(&direct, &gateway);
+}
+
+#[test]
+fn a_client_of_serve_over_http_sees_what_it_sees_directly() {
+    let p = project();
+    let direct = direct(&p);
+    let gateway = HttpGateway::start(&p);
+    let target = ["http".to_owned(), gateway.url.clone(), TOKEN.to_owned()];
+    let seen = observe(p.path(), through(), &target);
+    let stderr = gateway.stderr();
+    assert_eq!(gateway.stop(), 130, "{stderr}");
+    compare(&direct, &seen);
+}
+
+#[test]
+fn trust_levels_and_switches_hide_a_servers_resources_and_prompts() {
+    // `shown` offers both to everyone; `creators` only to creators (its
+    // `allowedTrustLevels`, in `.mcp.json`'s policy); `quiet` switches
+    // both off.
+    let p = Project::new(&json!({
+        "version": 1,
+        "servers": {
+            "shown": everything_stdio(),
+            "quiet": {"transport": "stdio", "command": node(), "args": [everything_js(), "stdio"],
+                      "resources": false, "prompts": false},
+        },
+    }));
+    p.write(
+        ".mcp.json",
+        &json!({
+            "mcpServers": {"creators": {"command": node(), "args": [everything_js(), "stdio"]}},
+            "auggy": {"servers": {"creators": {"allowedTrustLevels": ["creator"]}}},
+        })
+        .to_string(),
+    );
+    let options = json!({"list_only": true, "try_read": "core-agent://creators/demo://resource/static/document/architecture.md"});
+    let as_user = observe(
+        p.path(),
+        options.clone(),
+        &serve_over_stdio(&p, &["--trust-level", "user"]),
+    );
+    let servers_of = |seen: &Value, key: &str, field: &str| -> Vec<String> {
+        let mut servers: Vec<String> = seen[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let v = r[field].as_str().unwrap();
+                match v.strip_prefix("core-agent://") {
+                    Some(rest) => rest.split('/').next().unwrap().to_owned(),
+                    None => v.split('_').next().unwrap().to_owned(),
+                }
+            })
+            .collect();
+        servers.sort();
+        servers.dedup();
+        servers
+    };
+    assert_eq!(servers_of(&as_user, "resources", "uri"), ["shown"], "{as_user}");
+    assert_eq!(servers_of(&as_user, "prompts", "name"), ["shown"], "{as_user}");
+    assert!(
+        as_user["read_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no server `creators` offers resources")),
+        "{as_user}"
+    );
+    let as_creator = observe(p.path(), options, &serve_over_stdio(&p, &[]));
+    assert_eq!(
+        servers_of(&as_creator, "resources", "uri"),
+        ["creators", "shown"],
+        "{as_creator}"
+    );
+    assert_eq!(
+        servers_of(&as_creator, "prompts", "name"),
+        ["creators", "shown"],
+        "{as_creator}"
+    );
+    assert!(as_creator["read_error"].is_null(), "{as_creator}");
+}
