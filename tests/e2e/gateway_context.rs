@@ -35,7 +35,10 @@ fn observe(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let json: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!("the client printed no JSON ({e}), {}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status)
+        panic!(
+            "the client printed no JSON ({e}), {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            out.status
+        )
     });
     assert!(
         out.status.success() && json.get("fatal").is_none(),
@@ -57,7 +60,8 @@ fn project() -> Project {
     }));
     p.write(
         ".agents/config.json",
-        &json!({"permissions": {"allow": ["mcp:everything_*", "builtin:retrieve_raw"]}}).to_string(),
+        &json!({"permissions": {"allow": ["mcp:everything_*", "builtin:retrieve_raw"]}})
+            .to_string(),
     );
     p
 }
@@ -84,11 +88,7 @@ fn direct(p: &Project) -> Value {
         everything_js().to_str().unwrap().to_owned(),
         "stdio".to_owned(),
     ];
-    observe(
-        p.path(),
-        json!({"updates": true, "logs": true}),
-        &target,
-    )
+    observe(p.path(), json!({"updates": true, "logs": true}), &target)
 }
 
 fn through() -> Value {
@@ -105,7 +105,11 @@ fn named(name: &str) -> String {
 fn compare(direct: &Value, gateway: &Value) {
     let brief = |v: &Value| {
         let mut v = v.clone();
-        v["read"]["text"] = json!(v["read"]["text"].as_str().map(|t| t.chars().take(60).collect::<String>()));
+        v["read"]["text"] = json!(
+            v["read"]["text"]
+                .as_str()
+                .map(|t| t.chars().take(60).collect::<String>())
+        );
         v.as_object_mut().map(|o| o.remove("raw"));
         v
     };
@@ -168,12 +172,18 @@ fn compare(direct: &Value, gateway: &Value) {
         error("unknown_prompt").contains(&format!("did you mean `{}`", named("args-prompt"))),
         "{why}"
     );
-    assert!(error("unknown_resource").contains("demo://no/such/thing"), "{why}");
+    assert!(
+        error("unknown_resource").contains("demo://no/such/thing"),
+        "{why}"
+    );
     // A subscription's updates and the log messages come through, the log
     // messages tagged with their server.
     assert_eq!(
         gateway["updated"][0],
-        json!(format!("{URI_PREFIX}{}", direct["updated"][0].as_str().unwrap())),
+        json!(format!(
+            "{URI_PREFIX}{}",
+            direct["updated"][0].as_str().unwrap()
+        )),
         "{why}"
     );
     let loggers: Vec<&Value> = gateway["log_messages"]
@@ -250,8 +260,16 @@ fn trust_levels_and_switches_hide_a_servers_resources_and_prompts() {
         servers.dedup();
         servers
     };
-    assert_eq!(servers_of(&as_user, "resources", "uri"), ["shown"], "{as_user}");
-    assert_eq!(servers_of(&as_user, "prompts", "name"), ["shown"], "{as_user}");
+    assert_eq!(
+        servers_of(&as_user, "resources", "uri"),
+        ["shown"],
+        "{as_user}"
+    );
+    assert_eq!(
+        servers_of(&as_user, "prompts", "name"),
+        ["shown"],
+        "{as_user}"
+    );
     assert!(
         as_user["read_error"]
             .as_str()

@@ -183,16 +183,12 @@ impl Listener {
     async fn deliver(&self, notice: Notice, window: &mut Window) -> Result<(), ()> {
         let offered = |what| self.host.offers_to(notice.server(), self.level, what);
         match &notice {
-            Notice::ResourcesChanged { .. } if offered(Offered::Resources) => self
-                .peer
-                .notify_resource_list_changed()
-                .await
-                .map_err(drop),
-            Notice::PromptsChanged { .. } if offered(Offered::Prompts) => self
-                .peer
-                .notify_prompt_list_changed()
-                .await
-                .map_err(drop),
+            Notice::ResourcesChanged { .. } if offered(Offered::Resources) => {
+                self.peer.notify_resource_list_changed().await.map_err(drop)
+            }
+            Notice::PromptsChanged { .. } if offered(Offered::Prompts) => {
+                self.peer.notify_prompt_list_changed().await.map_err(drop)
+            }
             Notice::ResourceUpdated { server, uri } => {
                 let public = public_uri(server, uri);
                 let wanted = self
@@ -221,7 +217,10 @@ impl Listener {
                     Some(logger) => format!("{server}/{logger}"),
                     None => server.clone(),
                 });
-                self.peer.notify_logging_message(message).await.map_err(drop)
+                self.peer
+                    .notify_logging_message(message)
+                    .await
+                    .map_err(drop)
             }
             _ => Ok(()),
         }

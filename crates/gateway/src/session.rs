@@ -8,17 +8,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 use core_agent_host::{Error as HostError, Session, SessionOptions, ToolReport};
 use core_agent_mcp_transport::{Progress, ProgressSink};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
-    CompleteResult, ContentBlock, DiscoverResult, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-    ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, DiscoverResult, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig, Tool,
+    ToolAnnotations,
 };
-#[allow(deprecated)] // legacy subscriptions, which clients below 2026-07-28 speak
-use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
 #[allow(deprecated)] // MCP logging (SEP-2577), which clients still read
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
+#[allow(deprecated)] // legacy subscriptions, which clients below 2026-07-28 speak
+use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 

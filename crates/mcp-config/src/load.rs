@@ -541,7 +541,10 @@ mod tests {
         assert!(!s.resources && s.prompts, "{s:?}");
         assert!(t.resources && !t.prompts, "{t:?}");
         let err = parse(r#"{"mcpServers":{"s":{"command":"srv","prompts":"no"}}}"#).unwrap_err();
-        assert!(err.contains("prompts") && err.contains("true or false"), "{err}");
+        assert!(
+            err.contains("prompts") && err.contains("true or false"),
+            "{err}"
+        );
     }
 
     #[test]

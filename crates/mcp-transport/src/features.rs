@@ -13,7 +13,8 @@ use rmcp::model::{
     PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
     ResourceTemplate, ServerCapabilities,
 };
-#[allow(deprecated)] // MCP logging (SEP-2577) and legacy subscriptions, which servers still speak
+#[allow(deprecated)]
+// MCP logging (SEP-2577) and legacy subscriptions, which servers still speak
 use rmcp::model::{
     LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams, SubscribeRequestParams,
     UnsubscribeRequestParams,
@@ -156,10 +157,14 @@ impl Server {
 
     /// `resources/list`, every page up to the server's `max_pages`.
     pub async fn list_resources(&self) -> Result<Listing<Resource>> {
-        self.pages("resources/list", Offer::Resources, |peer, cursor| async move {
-            let page = peer.list_resources(Some(cursor)).await?;
-            Ok((page.resources, page.next_cursor))
-        })
+        self.pages(
+            "resources/list",
+            Offer::Resources,
+            |peer, cursor| async move {
+                let page = peer.list_resources(Some(cursor)).await?;
+                Ok((page.resources, page.next_cursor))
+            },
+        )
         .await
     }
 
@@ -179,9 +184,11 @@ impl Server {
     /// `resources/read` of `uri` (the server's own).
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult> {
         let params = ReadResourceRequestParams::new(uri.to_owned());
-        self.request(format!("resources/read {uri}"), Offer::Resources, |peer| async move {
-            peer.read_resource(params).await
-        })
+        self.request(
+            format!("resources/read {uri}"),
+            Offer::Resources,
+            |peer| async move { peer.read_resource(params).await },
+        )
         .await
     }
 
@@ -226,9 +233,11 @@ impl Server {
     ) -> Result<GetPromptResult> {
         let mut params = GetPromptRequestParams::new(name.to_owned());
         params.arguments = arguments;
-        self.request(format!("prompts/get {name}"), Offer::Prompts, |peer| async move {
-            peer.get_prompt(params).await
-        })
+        self.request(
+            format!("prompts/get {name}"),
+            Offer::Prompts,
+            |peer| async move { peer.get_prompt(params).await },
+        )
         .await
     }
 
@@ -256,12 +265,7 @@ impl Server {
 
     /// Lists page by page: `page` asks for the page at a cursor and returns
     /// its items and the next cursor; at most `max_pages` pages.
-    async fn pages<T, F, Fut>(
-        &self,
-        what: &str,
-        offer: Offer,
-        page: F,
-    ) -> Result<Listing<T>>
+    async fn pages<T, F, Fut>(&self, what: &str, offer: Offer, page: F) -> Result<Listing<T>>
     where
         F: Fn(rmcp::Peer<RoleClient>, PaginatedRequestParams) -> Fut,
         Fut: Future<Output = std::result::Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,

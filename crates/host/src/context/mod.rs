@@ -19,11 +19,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use core_agent_mcp_config::TrustLevel;
+#[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
+use core_agent_mcp_transport::model::LoggingLevel;
 use core_agent_mcp_transport::model::{
     CompleteRequestParams, CompleteResult, Prompt, Reference, Resource, ResourceTemplate,
 };
-#[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
-use core_agent_mcp_transport::model::LoggingLevel;
 use core_agent_mcp_transport::{Notice, NoticeSink, Server};
 
 use crate::{Error, Host, Result};
@@ -240,9 +240,13 @@ impl Host {
                     .map(Server::name)
                     .collect();
                 let hint = match core_agent_mcp_config::closest(&name, &names) {
-                    Some(close) => format!("no server `{name}` offers resources; did you mean `{close}`?"),
+                    Some(close) => {
+                        format!("no server `{name}` offers resources; did you mean `{close}`?")
+                    }
                     None if names.is_empty() => {
-                        format!("no server `{name}` offers resources, and none offers any to this caller")
+                        format!(
+                            "no server `{name}` offers resources, and none offers any to this caller"
+                        )
                     }
                     None => format!(
                         "no server `{name}` offers resources; these do: {}",
@@ -355,5 +359,22 @@ fn forget_one(subs: &mut HashMap<(String, String), usize>, key: &(String, String
             true
         }
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_hears_the_first_subscription_and_the_last_unsubscription() {
+        let mut subs = HashMap::new();
+        let key = ("fs".to_owned(), "file:///a".to_owned());
+        *subs.entry(key.clone()).or_insert(0) += 1;
+        *subs.entry(key.clone()).or_insert(0) += 1;
+        assert!(!forget_one(&mut subs, &key), "one session still subscribes");
+        assert!(forget_one(&mut subs, &key), "the last one left");
+        assert!(subs.is_empty());
+        assert!(!forget_one(&mut subs, &key), "nothing to forget");
     }
 }

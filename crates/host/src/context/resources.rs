@@ -28,7 +28,8 @@ impl Session {
             && self.host.digests(server.name())
         {
             let what = format!("{}{own}", super::READ_RESOURCE);
-            result.contents = digested(digest, result.contents, server.name(), &what, uri, max).await;
+            result.contents =
+                digested(digest, result.contents, server.name(), &what, uri, max).await;
         }
         result.contents = capped(result.contents, uri, max);
         Ok(result)
@@ -68,7 +69,11 @@ async fn digested(
     let (result, was_digested) = digest
         .digest_within(CallToolResult::success(blocks), server, what, max)
         .await;
-    let count = result.content.iter().filter(|b| b.as_text().is_some()).count();
+    let count = result
+        .content
+        .iter()
+        .filter(|b| b.as_text().is_some())
+        .count();
     if was_digested || count != texts.len() {
         return unwrapped(result.content, public);
     }

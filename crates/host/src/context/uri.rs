@@ -67,7 +67,11 @@ mod tests {
         for (server, uri) in cases {
             let public = public_uri(server, uri);
             assert!(public.starts_with(URI_PREFIX), "{public}");
-            assert_eq!(origin_of(&public), Some((server.to_owned(), uri)), "{public}");
+            assert_eq!(
+                origin_of(&public),
+                Some((server.to_owned(), uri)),
+                "{public}"
+            );
         }
         assert_eq!(
             public_uri("fs", "file:///{path}"),

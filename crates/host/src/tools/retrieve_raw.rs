@@ -95,7 +95,9 @@ impl Session {
             // A resource read's: readable by the levels the server's
             // resources are offered to.
             None if record.tool.starts_with(crate::context::READ_RESOURCE)
-                && self.host.offers_to(&record.server, level, crate::Offered::Resources) => {}
+                && self
+                    .host
+                    .offers_to(&record.server, level, crate::Offered::Resources) => {}
             None => {
                 return Err(bad(format!(
                     "`{call_id}` came from `{}` of server `{}`, which is not in the catalog now",
