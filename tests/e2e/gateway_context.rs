@@ -289,3 +289,53 @@ fn trust_levels_and_switches_hide_a_servers_resources_and_prompts() {
     );
     assert!(as_creator["read_error"].is_null(), "{as_creator}");
 }
+
+#[test]
+fn a_backends_sampling_goes_through_the_gate_to_the_client_and_the_clients_roots_reach_it() {
+    let p = project();
+    let options = json!({"sampling": true, "roots": true, "list_only": true,
+                         "try_read": "none", "prefix": PREFIX});
+    let target = [
+        "stdio".to_owned(),
+        p.path().to_str().unwrap().to_owned(),
+        node().to_str().unwrap().to_owned(),
+        everything_js().to_str().unwrap().to_owned(),
+        "stdio".to_owned(),
+    ];
+    let direct = observe(
+        p.path(),
+        json!({"sampling": true, "roots": true, "list_only": true, "try_read": "none"}),
+        &target,
+    );
+    assert!(
+        direct["sampled"].as_str().is_some_and(
+            |t| t.contains("sampled: Resource trigger-sampling-request context: hello model")
+        ),
+        "{direct}"
+    );
+    // The gate asks about `sampling:everything`, and this client answers
+    // no elicitation: refused, saying how to allow it; the roots pass.
+    let refused = observe(p.path(), options.clone(), &serve_over_stdio(&p, &[]));
+    let sampled = refused["sampled"].as_str().unwrap_or_default();
+    assert!(
+        sampled.starts_with("error:") && sampled.contains("\"sampling:everything\""),
+        "{refused}"
+    );
+    assert!(
+        refused["sampling_requests"].is_null(),
+        "the client was not asked: {refused}"
+    );
+    assert_eq!(refused["roots"], direct["roots"], "{refused}");
+    // Allowed: the client's model answers the backend, as it does directly.
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"allow": ["mcp:everything_*", "builtin:retrieve_raw", "sampling:everything"]}})
+            .to_string(),
+    );
+    let allowed = observe(p.path(), options, &serve_over_stdio(&p, &[]));
+    assert_eq!(allowed["sampled"], direct["sampled"], "{allowed}");
+    assert_eq!(
+        allowed["sampling_requests"], direct["sampling_requests"],
+        "{allowed}"
+    );
+}

@@ -49,6 +49,8 @@ pub(crate) struct McpSession {
     warnings_wanted: Arc<AtomicBool>,
     /// This session's number among the gateway's (for its log level).
     number: u64,
+    /// Its id: its host session's, its record's, and its key in the router.
+    id: String,
     /// The least level of the backends' log messages it hears (0: all).
     log_level: Arc<AtomicU8>,
     /// The public resource URIs it subscribed to.
@@ -60,7 +62,7 @@ pub(crate) struct McpSession {
 
 struct Live {
     caller: Caller,
-    session: Session,
+    session: Arc<Session>,
     record: Arc<Record>,
 }
 
@@ -84,6 +86,7 @@ impl McpSession {
             watchers: Mutex::new(Vec::new()),
             warnings_wanted: Arc::new(AtomicBool::new(true)),
             number: gateway.inner.next_session.fetch_add(1, Ordering::Relaxed),
+            id: core_agent_digest::new_session_id(),
             log_level: Arc::new(AtomicU8::new(0)),
             subscribed: Arc::default(),
             record_id: Arc::default(),
@@ -116,7 +119,7 @@ impl McpSession {
     ) -> Result<&Live, ErrorData> {
         let caller = self.caller(cx)?;
         let live = self.live.get_or_init(|| {
-            let id = core_agent_digest::new_session_id();
+            let id = self.id.clone();
             let record =
                 self.gateway
                     .inner
@@ -131,15 +134,17 @@ impl McpSession {
                     timeout: options.ask_timeout,
                 })
             };
-            let session = self.gateway.inner.host.session(
-                SessionOptions::new(caller.trust_level)
-                    .with_mode(options.mode)
-                    .with_prompter(prompter)
-                    .with_id(Some(id))
-                    .with_cost_ceiling(options.cost_ceiling)
-                    // Payloads stay readable by the same token's later sessions
-                    // (also across restarts, with --session-db).
-                    .with_owner(Some(caller.name.clone())),
+            let session = Arc::new(
+                self.gateway.inner.host.session(
+                    SessionOptions::new(caller.trust_level)
+                        .with_mode(options.mode)
+                        .with_prompter(prompter)
+                        .with_id(Some(id))
+                        .with_cost_ceiling(options.cost_ceiling)
+                        // Payloads stay readable by the same token's later sessions
+                        // (also across restarts, with --session-db).
+                        .with_owner(Some(caller.name.clone())),
+                ),
             );
             if let Ok(mut id) = self.record_id.lock() {
                 *id = Some(record.id.clone());
@@ -161,6 +166,32 @@ impl McpSession {
 }
 
 impl McpSession {
+    /// Lists the client's roots, when it declared them and a router passes
+    /// them to the backends, and tells the backends they changed.
+    #[allow(deprecated)] // roots (SEP-2577), which clients still declare
+    fn list_roots(&self, peer: &rmcp::Peer<RoleServer>) -> Option<tokio::task::JoinHandle<()>> {
+        let router = self.gateway.inner.options.elicitations.clone()?;
+        let declared = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.roots.is_some());
+        if !declared {
+            return None;
+        }
+        let peer = peer.clone();
+        let host = self.gateway.inner.host.clone();
+        let id = self.id.clone();
+        Some(tokio::spawn(async move {
+            let listed = peer.list_roots().await;
+            match listed {
+                Ok(listed) => {
+                    router.set_roots(&id, Some(listed.roots));
+                    host.roots_changed().await;
+                }
+                Err(e) => tracing::info!("the client's roots could not be listed: {e}"),
+            }
+        }))
+    }
+
     /// Waits, at most the gateway's `list_wait`, for servers still starting.
     async fn wait_for_servers(&self) {
         let host = &self.gateway.inner.host;
@@ -182,6 +213,9 @@ impl Drop for McpSession {
             self.gateway.inner.registry.close(&live.record);
         }
         self.gateway.inner.log_levels.forget(self.number);
+        if let Some(router) = &self.gateway.inner.options.elicitations {
+            router.set_roots(&self.id, None);
+        }
         // Its subscriptions end with it.
         let subscribed: Vec<String> = self
             .subscribed
@@ -469,7 +503,14 @@ impl ServerHandler for McpSession {
                 .host
                 .catalog()
                 .get(&request.name)
-                .map(|entry| router.enter(&entry.server, &live.record.id, &cx.peer)),
+                .map(|entry| {
+                    router.enter(
+                        &entry.server,
+                        &live.record.id,
+                        &cx.peer,
+                        Some(live.session.clone()),
+                    )
+                }),
             None => None,
         };
         live.record.count_call();
@@ -585,6 +626,16 @@ impl ServerHandler for McpSession {
             watchers.push(task);
             watchers.push(warner);
             watchers.extend(listener);
+            watchers.extend(self.list_roots(&cx.peer));
+        }
+    }
+
+    async fn on_roots_list_changed(&self, cx: NotificationContext<RoleServer>) {
+        if let Some(task) = self.list_roots(&cx.peer)
+            && let Ok(mut watchers) = self.watchers.lock()
+        {
+            watchers.retain(|t| !t.is_finished());
+            watchers.push(task);
         }
     }
 

@@ -21,7 +21,7 @@ mod wrap;
 
 pub use cap::cap_result;
 pub use commands::Commands;
-pub use context::{Offered, Offers, URI_PREFIX, origin_of, public_uri};
+pub use context::{Offered, Offers, SAMPLING, URI_PREFIX, origin_of, public_uri};
 pub use error::{Error, Result};
 pub use host::{DigestOptions, Host, HostOptions, ServerReady, SurveyOptions};
 #[cfg(feature = "llm")]

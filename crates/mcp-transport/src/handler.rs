@@ -49,6 +49,10 @@ pub(crate) struct Handler {
     pub(crate) relist_timeout: Duration,
     /// Hears what the server says outside any request's result.
     pub(crate) notices: Option<crate::NoticeSink>,
+    /// Answers its `sampling/createMessage` (declared only when set).
+    pub(crate) sampler: Option<Arc<dyn crate::Sampler>>,
+    /// Answers its `roots/list` (declared only when set).
+    pub(crate) roots: Option<Arc<dyn crate::Roots>>,
 }
 
 impl Handler {
@@ -72,6 +76,14 @@ impl ClientHandler for Handler {
                 .with_url(rmcp::model::UrlElicitationCapability::default());
         }
         capabilities.elicitation = Some(elicitation);
+        if self.sampler.is_some() {
+            capabilities.sampling = Some(rmcp::model::SamplingCapability::default());
+        }
+        if self.roots.is_some() {
+            let mut roots = rmcp::model::RootsCapabilities::default();
+            roots.list_changed = Some(true);
+            capabilities.roots = Some(roots);
+        }
         ClientConfig::new(capabilities, self.client_info.clone())
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
     }
@@ -140,5 +152,31 @@ impl ClientHandler for Handler {
         _context: NotificationContext<RoleClient>,
     ) {
         self.tell(|server| Notice::Log { server, message });
+    }
+
+    #[allow(deprecated)] // sampling (SEP-2577), which servers still use
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        match &self.sampler {
+            Some(sampler) => sampler.sample(&self.server, params).await,
+            None => Err(ErrorData::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >()),
+        }
+    }
+
+    #[allow(deprecated)] // roots (SEP-2577), which servers still use
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, ErrorData> {
+        let roots = match &self.roots {
+            Some(roots) => roots.roots(&self.server).await,
+            None => Vec::new(),
+        };
+        Ok(rmcp::model::ListRootsResult::new(roots))
     }
 }

@@ -26,6 +26,11 @@ pub struct StartOptions {
     /// even a host killed with `kill -9`. `None` (the default): spawn the
     /// server directly, in a process group of its own.
     pub supervisor: Option<Supervisor>,
+    /// Answers servers' `sampling/createMessage`; `None`: sampling is not
+    /// declared, and a request for it is refused.
+    pub sampler: Option<Arc<dyn crate::Sampler>>,
+    /// Answers servers' `roots/list`; `None`: roots are not declared.
+    pub roots: Option<Arc<dyn crate::Roots>>,
     /// Hears what servers say outside any request's result (resources that
     /// changed, lists that changed, log messages); `None`: nobody listens.
     pub notices: Option<crate::NoticeSink>,
@@ -71,6 +76,8 @@ impl Default for StartOptions {
             supervisor: None,
             restart: None,
             notices: None,
+            sampler: None,
+            roots: None,
             #[cfg(feature = "oauth")]
             credentials: None,
             #[cfg(feature = "oauth")]

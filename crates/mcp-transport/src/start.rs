@@ -143,6 +143,8 @@ impl Relaunch {
             relisting: Arc::default(),
             relist_timeout: self.options.timeout,
             notices: self.options.notices.clone(),
+            sampler: self.options.sampler.clone(),
+            roots: self.options.roots.clone(),
         }
     }
 

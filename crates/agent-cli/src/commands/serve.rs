@@ -67,9 +67,12 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         mode,
         parent_model,
     } = command;
-    // Backends' elicitations go to the client whose call caused them.
+    // Backends' elicitations and sampling go to the client whose call
+    // caused them, and they see the clients' roots.
     let elicitations = core_agent_gateway::ElicitRouter::new(Duration::from_secs(120));
     options.start.elicitor = elicitations.clone();
+    options.start.sampler = Some(elicitations.clone());
+    options.start.roots = Some(elicitations.clone());
     // Clients connect at once; a slow server's tools appear when it is ready.
     let host = Arc::new(Host::launch(&config, &env, options, Arc::new(report_ready)));
     let gateway = GatewayOptions::default()

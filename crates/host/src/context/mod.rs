@@ -347,6 +347,39 @@ impl Host {
     }
 }
 
+/// The permission gate's namespace for servers using a caller's model
+/// (`sampling:<server>` in `permissions.allow` / `deny`).
+pub const SAMPLING: &str = "sampling";
+
+impl crate::Session {
+    /// Whether `server` may use this session's caller's model
+    /// (`sampling/createMessage`): the session's gate decides
+    /// `sampling:<server>` like a read-only call, asking the caller in
+    /// `ask` mode (an "always" answer holds for the session).
+    pub async fn approve_sampling(&self, server: &str) -> Result<()> {
+        // What the ask shows beside the server's name.
+        let mut arguments = serde_json::Map::new();
+        arguments.insert(
+            "asks".to_owned(),
+            serde_json::Value::String("to use your model (sampling/createMessage)".to_owned()),
+        );
+        let request = core_agent_permissions::Request {
+            namespace: SAMPLING,
+            name: server,
+            arguments: &arguments,
+            read_only: true,
+        };
+        crate::pipeline::gate(&self.gate, self.prompter.as_ref(), request).await
+    }
+}
+
+impl Host {
+    /// Tells every server that the roots changed (they list them again).
+    pub async fn roots_changed(&self) {
+        self.servers.notify_roots_changed().await;
+    }
+}
+
 /// Takes one subscription to `key` away; true when it was the last.
 fn forget_one(subs: &mut HashMap<(String, String), usize>, key: &(String, String)) -> bool {
     match subs.get_mut(key) {
