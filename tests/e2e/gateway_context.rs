@@ -339,3 +339,63 @@ fn a_backends_sampling_goes_through_the_gate_to_the_client_and_the_clients_roots
         "{allowed}"
     );
 }
+
+#[test]
+fn a_hostile_backend_is_bounded_and_the_other_servers_are_unaffected() {
+    let p = Project::new(&json!({
+        "version": 1,
+        "agentic_wrap_threshold": 4000,
+        "servers": {"everything": everything_stdio(), "hostile": crate::fixture("hostile")},
+    }));
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"allow": ["mcp:*"]}}).to_string(),
+    );
+    let seen = observe(
+        p.path(),
+        json!({"hostile": true}),
+        &serve_over_stdio(&p, &[]),
+    );
+    // An endless list stops at max_pages (20) pages of 100.
+    assert_eq!(seen["hostile_resources"], json!(2000), "{seen}");
+    assert_eq!(seen["everything_resources"], json!(7), "{seen}");
+    // 50 MB is past max_message_bytes: refused, naming the server and the
+    // limit (the server is restarted).
+    let huge = seen["huge_error"].as_str().unwrap_or_default();
+    assert!(
+        huge.contains("server `hostile`") && huge.contains("max_message_bytes"),
+        "{seen}"
+    );
+    // 200 KB of JSON comes back as a digest.
+    let big = seen["big"]["text"].as_str().unwrap_or_default();
+    assert!(big.len() < 20_000 && big.contains("call_id"), "{seen}");
+    // 5000 log messages and 5000 updates in a burst: at most 50 a second
+    // reach the client, and one warning says how many were dropped.
+    assert_eq!(seen["flooded"], json!("flooded"), "{seen}");
+    let seconds = seen["flood_seconds"].as_f64().unwrap();
+    let heard = seen["log_messages"].as_array().unwrap();
+    let updates = seen["updated"].as_array().unwrap().len();
+    let limit = (50.0 * (seconds + 1.0)) as usize;
+    assert!(
+        heard.len() + updates <= limit + 2,
+        "{} messages and {updates} updates in {seconds:.1} s",
+        heard.len()
+    );
+    assert!(
+        heard
+            .iter()
+            .any(|m| m["logger"] == "core-agent" && m["level"] == "warning"),
+        "no warning about the dropped notices: {seen}"
+    );
+    assert!(
+        heard.iter().any(|m| m["logger"] == "hostile/flood"),
+        "{seen}"
+    );
+    // server-everything is still served.
+    assert!(
+        seen["everything_after"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Features")),
+        "{seen}"
+    );
+}

@@ -90,7 +90,12 @@ pub(crate) async fn call(
 
 /// The error for a call that failed with `e`: when the connection ended
 /// under it (a crash), what happened to the server, else `e` itself.
-async fn failed(server: &str, conn: &Connection, tool: &str, e: rmcp::ServiceError) -> Error {
+pub(crate) async fn failed(
+    server: &str,
+    conn: &Connection,
+    tool: &str,
+    e: rmcp::ServiceError,
+) -> Error {
     // A stdio server that cannot be written to is gone; over HTTP a
     // send error is one request's (a 500, a body past the limit) and
     // the connection goes on.

@@ -328,11 +328,8 @@ impl Server {
                 code: e.code.0,
                 message: e.message.into_owned(),
             }),
-            Ok(Err(e)) => Err(Error::Call {
-                server,
-                tool: what,
-                message: e.to_string(),
-            }),
+            // A connection lost under it says what happened to the server.
+            Ok(Err(e)) => Err(crate::call::failed(&server, &conn, &what, e).await),
             Err(_) => Err(Error::Timeout {
                 server,
                 tool: what,
