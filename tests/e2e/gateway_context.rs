@@ -10,7 +10,7 @@
 
 use std::process::Command;
 
-use core_agent_e2e::{Project, bin, everything_js, hermetic, node, python, root};
+use core_agent_e2e::{Project, bin, everything_js, hermetic, node, python, root, ts_sdk};
 use serde_json::{Value, json};
 
 use crate::everything_stdio;
@@ -101,8 +101,35 @@ fn named(name: &str) -> String {
 }
 
 /// Everything the client saw directly is there through the gateway, under
-/// mapped names.
+/// mapped names, with the first resource digested, its updates and the log
+/// messages.
 fn compare(direct: &Value, gateway: &Value) {
+    compare_core(direct, gateway, true);
+    let why = format!("direct: {direct}\ngateway: {gateway}");
+    // A subscription's updates and the log messages come through, the log
+    // messages tagged with their server.
+    assert_eq!(
+        gateway["updated"][0],
+        json!(format!(
+            "{URI_PREFIX}{}",
+            direct["updated"][0].as_str().unwrap()
+        )),
+        "{why}"
+    );
+    let loggers: Vec<&Value> = gateway["log_messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| &m["logger"])
+        .collect();
+    assert!(!loggers.is_empty(), "{why}");
+    assert!(loggers.iter().all(|l| *l == "everything"), "{why}");
+}
+
+/// The resources, templates, reads, prompts, completions and errors a
+/// client saw directly are there through the gateway, under mapped names;
+/// the first resource read is a digest when `digested`, else the text.
+fn compare_core(direct: &Value, gateway: &Value, digested: bool) {
     let brief = |v: &Value| {
         let mut v = v.clone();
         v["read"]["text"] = json!(
@@ -152,8 +179,16 @@ fn compare(direct: &Value, gateway: &Value) {
     // is the server's text byte for byte.
     let text = direct["read"]["text"].as_str().unwrap();
     assert!(text.len() > 1000, "{why}");
-    assert!(gateway["digest"]["call_id"].is_string(), "{why}");
-    assert_eq!(gateway["raw"].as_str(), Some(text), "{why}");
+    if digested {
+        assert!(gateway["digest"]["call_id"].is_string(), "{why}");
+        assert_eq!(gateway["raw"].as_str(), Some(text), "{why}");
+    } else {
+        assert_eq!(gateway["read"]["text"].as_str(), Some(text), "{why}");
+        assert_eq!(
+            gateway["read"]["mimeType"], direct["read"]["mimeType"],
+            "{why}"
+        );
+    }
     // Prompts, named like tools, their arguments kept.
     let prompts: Vec<Value> = direct["prompts"]
         .as_array()
@@ -176,24 +211,6 @@ fn compare(direct: &Value, gateway: &Value) {
         error("unknown_resource").contains("demo://no/such/thing"),
         "{why}"
     );
-    // A subscription's updates and the log messages come through, the log
-    // messages tagged with their server.
-    assert_eq!(
-        gateway["updated"][0],
-        json!(format!(
-            "{URI_PREFIX}{}",
-            direct["updated"][0].as_str().unwrap()
-        )),
-        "{why}"
-    );
-    let loggers: Vec<&Value> = gateway["log_messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| &m["logger"])
-        .collect();
-    assert!(!loggers.is_empty(), "{why}");
-    assert!(loggers.iter().all(|l| *l == "everything"), "{why}");
 }
 
 #[test]
@@ -398,4 +415,60 @@ fn a_hostile_backend_is_bounded_and_the_other_servers_are_unaffected() {
             .is_some_and(|t| t.contains("Features")),
         "{seen}"
     );
+}
+
+/// Runs the TypeScript SDK's context client with `options` against `target`.
+fn observe_ts(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("150").arg(node());
+    hermetic(&mut cmd)
+        .arg(root().join("tests/fixture/context_client.mjs"))
+        .arg(options.to_string())
+        .args(target)
+        .current_dir(dir)
+        .env("MCP_SDK_DIR", ts_sdk())
+        .env("HOME", dir.join("home"))
+        .env_remove("CORE_AGENT_GATEWAY_TOKEN");
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let json: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "the TypeScript client printed no JSON ({e}), {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            out.status
+        )
+    });
+    assert!(
+        out.status.success() && json.get("fatal").is_none(),
+        "the TypeScript client failed ({}): {}\nstderr:\n{stderr}",
+        out.status,
+        json["fatal"].as_str().unwrap_or_default()
+    );
+    json
+}
+
+#[test]
+fn the_typescript_sdk_client_sees_through_serve_what_it_sees_directly_over_stdio_and_http() {
+    // The default threshold: server-everything's documents come back whole.
+    let p = Project::new(&json!({"version": 1, "servers": {"everything": everything_stdio()}}));
+    let direct = observe_ts(
+        p.path(),
+        json!({}),
+        &[
+            "stdio".to_owned(),
+            p.path().to_str().unwrap().to_owned(),
+            node().to_str().unwrap().to_owned(),
+            everything_js().to_str().unwrap().to_owned(),
+            "stdio".to_owned(),
+        ],
+    );
+    let through = json!({"prefix": PREFIX, "uri_prefix": URI_PREFIX});
+    let over_stdio = observe_ts(p.path(), through.clone(), &serve_over_stdio(&p, &[]));
+    compare_core(&direct, &over_stdio, false);
+    let gateway = HttpGateway::start(&p);
+    let target = ["http".to_owned(), gateway.url.clone(), TOKEN.to_owned()];
+    let over_http = observe_ts(p.path(), through, &target);
+    let stderr = gateway.stderr();
+    assert_eq!(gateway.stop(), 130, "{stderr}");
+    compare_core(&direct, &over_http, false);
 }
