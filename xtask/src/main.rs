@@ -722,6 +722,27 @@ fn bench_gateway() -> Result<()> {
         );
     }
 
+    println!(
+        "\nresources/read and prompts/get, one at a time {:>10} {:>10} {:>10}",
+        "req/s", "vs bare", "added µs"
+    );
+    for (what, label) in [("read", "resources/read"), ("prompt", "prompts/get")] {
+        let bare = ns("gateway_context", &format!("{what}_bare"), "mean")?;
+        for (path, name) in [
+            ("bare", "the server itself"),
+            ("stdio", "gateway, stdio"),
+            ("http", "gateway, HTTP"),
+        ] {
+            let mean = ns("gateway_context", &format!("{what}_{path}"), "mean")?;
+            println!(
+                "  {label:<15} {name:<22} {:>10.0} {:>10.3} {:>10.1}",
+                1e9 / mean,
+                bare / mean,
+                (mean - bare) / 1e3
+            );
+        }
+    }
+
     // Written by the bench: `mode path calls mean_ns p50_ns p99_ns`.
     let path = dir.join("gateway_interleaved.tsv");
     let text = read(&path)?;

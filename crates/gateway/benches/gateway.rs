@@ -28,7 +28,10 @@
 //!
 //! Groups: `gateway_sequential` (one call at a time) and
 //! `gateway_concurrent` (4 in flight, kept full by `buffer_unordered`); one
-//! iteration is one call. Then (under `cargo bench` only) the paths again,
+//! iteration is one call. `gateway_context`: a `resources/read` of the
+//! demo's summary and a `prompts/get` of its `restock`, one at a time,
+//! from the server itself (`*_bare`) and through the gateway over stdio and
+//! HTTP. Then (under `cargo bench` only) the paths again,
 //! taking turns every 50 calls so a change in the machine's load hits them
 //! alike, every call's latency kept (2000 calls per path and mode), and 100
 //! HTTP sessions × 50 calls each, all sessions connected first and started
@@ -52,6 +55,7 @@ use std::time::{Duration, Instant};
 
 use core_agent_digest::MemoryStore;
 use core_agent_gateway::{Auth, Caller, Gateway, GatewayOptions, HttpOptions, Token};
+use core_agent_host::demo::SUMMARY_URI;
 use core_agent_host::{DigestOptions, Host, HostOptions, Session, SessionOptions};
 use core_agent_mcp_config::{
     Config, Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport, TrustLevel,
@@ -60,7 +64,10 @@ use core_agent_permissions::{Pattern, PermissionsConfig};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use futures::StreamExt;
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, GetPromptRequestParams, JsonObject,
+    ReadResourceRequestParams,
+};
 use rmcp::service::{Peer, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -218,11 +225,40 @@ impl Route<'_> {
     }
 }
 
+/// A `resources/read` or `prompts/get` through an rmcp client: of the
+/// server itself, or of the gateway (under the gateway's names).
+#[derive(Clone, Copy)]
+enum Context<'a> {
+    Read(&'a Peer<RoleClient>, &'static str),
+    Prompt(&'a Peer<RoleClient>, &'static str),
+}
+
+impl Context<'_> {
+    /// The bytes of text it got back.
+    async fn call(self) -> usize {
+        match self {
+            Context::Read(peer, uri) => {
+                let result = peer
+                    .read_resource(ReadResourceRequestParams::new(uri))
+                    .await
+                    .unwrap();
+                serde_json::to_string(&result.contents).unwrap().len()
+            }
+            Context::Prompt(peer, name) => {
+                let mut params = GetPromptRequestParams::new(name);
+                params.arguments = json!({"sku": "SKU-0042"}).as_object().cloned();
+                let result = peer.get_prompt(params).await.unwrap();
+                serde_json::to_string(&result.messages).unwrap().len()
+            }
+        }
+    }
+}
+
 /// Runs `iters` calls, `flight` at a time; the time they took.
-fn timed<F, Fut>(rt: &Runtime, iters: u64, flight: usize, call: F) -> Duration
+fn timed<F, Fut, T>(rt: &Runtime, iters: u64, flight: usize, call: F) -> Duration
 where
     F: Fn() -> Fut,
-    Fut: Future<Output = CallToolResult>,
+    Fut: Future<Output = T>,
 {
     rt.block_on(async {
         let start = Instant::now();
@@ -313,6 +349,38 @@ fn calls(c: &mut Criterion) {
         }
         g.finish();
     }
+
+    // A resource read and a prompt through the gateway, beside the same
+    // request to the server itself.
+    let public = format!("core-agent://{SERVER}/{SUMMARY_URI}");
+    let public: &'static str = Box::leak(public.into_boxed_str());
+    let context = [
+        ("read_bare", Context::Read(&bare_peer, SUMMARY_URI)),
+        ("read_stdio", Context::Read(&stdio_peer, public)),
+        ("read_http", Context::Read(&http_peer, public)),
+        ("prompt_bare", Context::Prompt(&bare_peer, "restock")),
+        (
+            "prompt_stdio",
+            Context::Prompt(&stdio_peer, "bench_restock"),
+        ),
+        ("prompt_http", Context::Prompt(&http_peer, "bench_restock")),
+    ];
+    rt.block_on(async {
+        for (name, path) in context {
+            assert!(path.call().await > 0, "{name}");
+        }
+    });
+    let mut g = c.benchmark_group("gateway_context");
+    g.sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    for (name, path) in context {
+        g.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter_custom(|iters| timed(&rt, iters, 1, || path.call()))
+        });
+    }
+    g.finish();
 
     // Criterion's test mode (`cargo test --benches`) runs each bench once;
     // the interleaved rounds and the load run only under `cargo bench`.

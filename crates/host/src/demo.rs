@@ -3,20 +3,33 @@
 //!
 //! Its tools cover the cases a host must handle: a read-only lookup, a
 //! mutating call, a tool that reports an error, and a large JSON listing.
+//! Beside them it offers one resource (`demo://inventory/summary`) and one
+//! prompt (`restock`, argument `sku`), for the gateway's resources and
+//! prompts.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, ErrorData, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, Implementation, ListPromptsResult, ListResourcesResult,
+    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role, ServerCapabilities,
+    ServerConfig,
+};
 use rmcp::schemars::JsonSchema;
-use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::json;
 
 /// How many items `list_inventory` returns.
 pub const INVENTORY_ITEMS: usize = 200;
+
+/// The demo's one resource: a short summary of the inventory.
+pub const SUMMARY_URI: &str = "demo://inventory/summary";
 
 /// The demo server's state: the notes added this session.
 #[derive(Clone)]
@@ -120,12 +133,92 @@ impl Default for DemoServer {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for DemoServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new(
-                "core-agent-demo",
-                env!("CARGO_PKG_VERSION"),
-            ))
-            .with_instructions("A demo inventory: look items up, list them all, take notes.")
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "core-agent-demo",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .with_instructions("A demo inventory: look items up, list them all, take notes.")
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let summary = Resource::new(SUMMARY_URI, "inventory summary")
+            .with_description("How many items the demo inventory holds, by status.")
+            .with_mime_type("text/plain");
+        Ok(ListResourcesResult::with_all_items(vec![summary]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri != SUMMARY_URI {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {}; the demo has {SUMMARY_URI}", request.uri),
+                None,
+            ));
+        }
+        let items = inventory();
+        let count = |status: &str| items.iter().filter(|i| i["status"] == status).count();
+        let text = format!(
+            "{} items: {} in stock, {} backordered, {} discontinued",
+            items.len(),
+            count("in_stock"),
+            count("backordered"),
+            count("discontinued")
+        );
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, SUMMARY_URI)]).into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let sku = PromptArgument::new("sku")
+            .with_description("The SKU to restock, such as `SKU-0042`.")
+            .with_required(true);
+        let restock = Prompt::new(
+            "restock",
+            Some("Plan the restocking of one inventory item."),
+            Some(vec![sku]),
+        );
+        Ok(ListPromptsResult::with_all_items(vec![restock]))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _cx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name != "restock" {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {}; the demo has restock", request.name),
+                None,
+            ));
+        }
+        let sku = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("sku"))
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| ErrorData::invalid_params("restock needs the argument `sku`", None))?;
+        let message = PromptMessage::new_text(
+            Role::User,
+            format!("Look up {sku} with lookup_item, then plan how many to order."),
+        );
+        Ok(GetPromptResult::new(vec![message]).into())
     }
 }
 
