@@ -121,9 +121,16 @@ pub(crate) fn run(mut cmd: Command, what: &str) -> Result<()> {
     }
 }
 
-/// Where the test dependencies live.
+/// The cargo target directory: `CARGO_TARGET_DIR`, else `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// Where the test dependencies live: `test-deps` in the target directory.
 fn deps_dir() -> PathBuf {
-    root().join("target").join("test-deps")
+    target_dir().join("test-deps")
 }
 
 /// The pinned dependency files, committed in `xtask/test-deps`.
@@ -409,10 +416,7 @@ fn bench(which: Option<&str>) -> Result<()> {
 
 /// Where criterion keeps its estimates.
 fn criterion_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    target.join("criterion")
+    target_dir().join("criterion")
 }
 
 /// The point estimate of `statistic` (`mean`, `median`, …), in nanoseconds

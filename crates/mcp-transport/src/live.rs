@@ -9,6 +9,7 @@ use rmcp::model::Implementation;
 use rmcp::service::RunningService;
 
 use crate::child::ChildProcess;
+use crate::elicit::Elicitor;
 use crate::error::{Error, Result};
 use crate::handler::{Handler, ProgressSinks};
 use crate::restart::{Ending, Health};
@@ -160,6 +161,9 @@ pub(crate) struct Connection {
     /// The child's first non-protocol stdout line, readable without the child.
     pub(crate) noise: Option<Arc<crate::child::StdoutNotes>>,
     pub(crate) server_info: Option<Implementation>,
+    /// Answers the elicitations of `input_required` results (the
+    /// handler's, which answers those sent mid-call).
+    pub(crate) elicitor: Arc<dyn Elicitor>,
     kill_grace: Duration,
     /// Why the connection ended and what happens next, once known (for
     /// the calls that were in flight).
@@ -175,6 +179,7 @@ impl Connection {
         let (ended, done) = tokio::sync::watch::channel(false);
         let peer = service.peer().clone();
         let server_info = service.peer_info().and_then(|p| p.server_info.clone());
+        let elicitor = service.service().elicitor.clone();
         let cancel = service.cancellation_token();
         tokio::spawn(async move {
             let _ = service.waiting().await;
@@ -188,6 +193,7 @@ impl Connection {
             noise: child.as_ref().map(ChildProcess::noise_handle),
             child: tokio::sync::Mutex::new(child),
             server_info,
+            elicitor,
             kill_grace,
             ending: tokio::sync::watch::channel(None).0,
         }
