@@ -7,6 +7,8 @@ use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientInitializeError, RunningService, serve_client_with_lifecycle};
 use rmcp::{ClientLifecycleMode, RoleClient};
 
+use super::probe::DiscoverProbe;
+
 use crate::child::ChildProcess;
 use crate::error::StartError;
 use crate::handler::Handler;
@@ -19,7 +21,8 @@ pub(crate) type Started =
 /// request then carries the protocol version, client info and capabilities
 /// in its `_meta`); a server that answers it with an error (or not at all,
 /// within rmcp's 10 s) predates it and gets the `initialize` handshake of the
-/// latest revision that has one.
+/// latest revision that has one. One that answers it with a result other
+/// than a discover result predates it too ([`DiscoverProbe`]).
 fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::LATEST],
@@ -39,6 +42,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let run = async {
+        let transport = DiscoverProbe::new(transport.into_transport());
         let service = serve_client_with_lifecycle(handler, transport, lifecycle())
             .await
             .map_err(|e| HandshakeError::Init(Box::new(e)))?;
