@@ -167,10 +167,21 @@ impl OAuthSource {
             .and_then(|u| url::Url::parse(u).ok())
             .and_then(|u| u.port());
         let callback = Callback::bind(port).await?;
+        // The union of what was granted and what is demanded (SEP-2350): a
+        // step-up never trades a scope held for the one asked for. rmcp
+        // keeps the granted scopes only for tokens it obtained itself, not
+        // for those restored from the file.
+        let granted = self
+            .file
+            .read()?
+            .and_then(|c| c.credentials)
+            .map(|c| c.granted_scopes)
+            .unwrap_or_default();
+        let wanted = scope_union(&granted, &demanded);
         self.manager.reset_scope_upgrade_attempts().await;
         let url = self
             .manager
-            .request_scope_upgrade(&scope)
+            .request_scope_upgrade(&wanted.join(" "))
             .await
             .map_err(|e| OAuthError::flow(&e))?;
         asked.extend(demanded.iter().map(|s| (*s).to_owned()));
@@ -188,5 +199,32 @@ impl OAuthSource {
             }
             other => OAuthError::flow(other),
         }
+    }
+}
+
+/// `granted`, then each scope of `demanded` not among them, in order.
+fn scope_union(granted: &[String], demanded: &[&str]) -> Vec<String> {
+    let mut union: Vec<String> = Vec::with_capacity(granted.len() + demanded.len());
+    for scope in granted.iter().map(String::as_str).chain(demanded.iter().copied()) {
+        if !union.iter().any(|s| s == scope) {
+            union.push(scope.to_owned());
+        }
+    }
+    union
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scope_union;
+
+    #[test]
+    fn a_step_up_keeps_the_granted_scopes() {
+        let granted = vec!["mcp:basic".to_owned(), "mcp:read".to_owned()];
+        assert_eq!(
+            scope_union(&granted, &["mcp:write", "mcp:basic"]),
+            ["mcp:basic", "mcp:read", "mcp:write"]
+        );
+        assert_eq!(scope_union(&[], &["mcp:write"]), ["mcp:write"]);
+        assert_eq!(scope_union(&granted, &[]), ["mcp:basic", "mcp:read"]);
     }
 }
