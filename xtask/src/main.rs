@@ -1,12 +1,16 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
-//! - `deps`: install what the end-to-end tests need into `target/test-deps`
+//! - `deps`: install what the end-to-end tests need into `test-deps` of the
+//!   target directory (`CARGO_TARGET_DIR`, else `target/`)
 //!   (pinned npm servers, Node 22, the conformance suite, a Python venv with
 //!   the `mcp` SDK); a second run is a no-op.
 //! - `test`: `deps`, then `cargo test --workspace`, then `conformance`, then
 //!   `fuzz all --seconds 30` (seven targets, three and a half minutes).
-//! - `conformance`: the official MCP client conformance scenarios against
-//!   `crates/mcp-transport/examples/conformance_client.rs`.
+//! - `conformance`: the official MCP client conformance suite's requirement
+//!   sets of the 2026-07-28 and 2025-11-25 revisions, and its 2025-03-26
+//!   back-compatibility scenarios, against
+//!   `crates/mcp-transport/examples/conformance_client.rs`; prints the scored
+//!   and not-scored counts per revision, fails on any scored failure.
 //! - `ci`: `test`, then clippy with `-D warnings`, `cargo fmt --check`,
 //!   `features`, `doc` and `package`, each step's time printed.
 //! - `features`: `cargo check` of each library crate (a published package

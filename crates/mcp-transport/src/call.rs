@@ -66,8 +66,13 @@ pub(crate) async fn call(
                 // An empty result (`{}`): a call that produced no content.
                 ServerResult::EmptyResult(_) => return Ok(CallToolResult::default()),
                 _ => {
-                    return Err(failed(server, &conn, tool, rmcp::ServiceError::UnexpectedResponse)
-                        .await);
+                    return Err(failed(
+                        server,
+                        &conn,
+                        tool,
+                        rmcp::ServiceError::UnexpectedResponse,
+                    )
+                    .await);
                 }
             }
         }
@@ -154,8 +159,7 @@ async fn answer(
     let requests = asked.input_requests.unwrap_or_default();
     if requests.is_empty() && asked.request_state.is_none() {
         return Err(refused(
-            "the server answered input_required without input requests or request state"
-                .to_owned(),
+            "the server answered input_required without input requests or request state".to_owned(),
         ));
     }
     let mut responses = InputResponses::new();

@@ -340,7 +340,8 @@ async fn probe(url: &str, headers: &[(String, String)]) -> Option<String> {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .ok()?;
-    let client_info = serde_json::json!({"name": "core-agent", "version": env!("CARGO_PKG_VERSION")});
+    let client_info =
+        serde_json::json!({"name": "core-agent", "version": env!("CARGO_PKG_VERSION")});
     let post = |body: serde_json::Value, version: &str, session: Option<&str>| {
         let method = body
             .get("method")
@@ -404,7 +405,8 @@ async fn probe(url: &str, headers: &[(String, String)]) -> Option<String> {
     let mut challenge = challenge_of(&response);
     drop(response);
     if challenge.is_none() {
-        let list = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+        let list =
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
         let response = post(list, legacy, session).await.ok()?;
         challenge = challenge_of(&response);
     }

@@ -289,7 +289,11 @@ async fn bind(
 /// `granted`, then each scope of `demanded` not among them, in order.
 fn scope_union(granted: &[String], demanded: &[&str]) -> Vec<String> {
     let mut union: Vec<String> = Vec::with_capacity(granted.len() + demanded.len());
-    for scope in granted.iter().map(String::as_str).chain(demanded.iter().copied()) {
+    for scope in granted
+        .iter()
+        .map(String::as_str)
+        .chain(demanded.iter().copied())
+    {
         if !union.iter().any(|s| s == scope) {
             union.push(scope.to_owned());
         }
