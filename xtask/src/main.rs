@@ -453,44 +453,6 @@ impl Report {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_summary_separates_scored_from_not_scored() {
-        let stdout = "Running requirements 2026-07-28 (4 scenarios) in parallel...\n\n\
-            === SUITE SUMMARY ===\n\n\
-            ✓ tools_call: 2 passed, 0 failed\n\
-            ✗ auth/scope-step-up: 21 passed, 0 failed, 2 warnings\n\
-            ✓ request-metadata: 0 passed, 0 failed\n\
-            ✗ auth/dpop: 12 passed, 3 failed\n\n\
-            Total: 35 passed, 3 failed, 2 warnings\n\n\
-            Not scored for 2026-07-28: 1 scenario(s) run, 1 failing. These do not affect conformance.\n  \
-            ✗ auth/dpop (extension)\n";
-        let report = Report::parse(stdout);
-        let scored: Vec<(&str, bool)> = report
-            .scored()
-            .iter()
-            .map(|s| (s.name.as_str(), s.passed()))
-            .collect();
-        // A warning fails a scenario; so does passing with no check at all.
-        assert_eq!(
-            scored,
-            [
-                ("tools_call", true),
-                ("auth/scope-step-up", false),
-                ("request-metadata", false)
-            ]
-        );
-        assert_eq!(
-            report.summary(),
-            "1/3 scored passed, 1 not scored (0 passed; failing: auth/dpop (extension))"
-        );
-        assert_eq!(Report::parse("no summary").scored().len(), 0);
-    }
-}
-
 /// `.ci/run`'s steps, in its order; each prints its time, so CI's total
 /// stays visible step by step.
 fn ci() -> Result<()> {
@@ -1076,4 +1038,42 @@ fn fuzz(args: &[String]) -> Result<()> {
     cmd.args(["run", "--quiet", "-p", "core-agent-fuzz", "--"])
         .args(args);
     run(cmd, "the fuzzer")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_separates_scored_from_not_scored() {
+        let stdout = "Running requirements 2026-07-28 (4 scenarios) in parallel...\n\n\
+            === SUITE SUMMARY ===\n\n\
+            ✓ tools_call: 2 passed, 0 failed\n\
+            ✗ auth/scope-step-up: 21 passed, 0 failed, 2 warnings\n\
+            ✓ request-metadata: 0 passed, 0 failed\n\
+            ✗ auth/dpop: 12 passed, 3 failed\n\n\
+            Total: 35 passed, 3 failed, 2 warnings\n\n\
+            Not scored for 2026-07-28: 1 scenario(s) run, 1 failing. These do not affect conformance.\n  \
+            ✗ auth/dpop (extension)\n";
+        let report = Report::parse(stdout);
+        let scored: Vec<(&str, bool)> = report
+            .scored()
+            .iter()
+            .map(|s| (s.name.as_str(), s.passed()))
+            .collect();
+        // A warning fails a scenario; so does passing with no check at all.
+        assert_eq!(
+            scored,
+            [
+                ("tools_call", true),
+                ("auth/scope-step-up", false),
+                ("request-metadata", false)
+            ]
+        );
+        assert_eq!(
+            report.summary(),
+            "1/3 scored passed, 1 not scored (0 passed; failing: auth/dpop (extension))"
+        );
+        assert_eq!(Report::parse("no summary").scored().len(), 0);
+    }
 }
