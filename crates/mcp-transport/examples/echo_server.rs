@@ -7,8 +7,11 @@
 //! - `sleep {ms}`: sleeps, then answers `slept <ms> ms`; when
 //!   `ECHO_SERVER_SLEEPING_FILE` is set, it first creates that file, so a
 //!   test can act once the call is in the server;
-//! - `ask`: sends a form elicitation (`name` defaults to `John`, `age` to 30,
-//!   `note` has no default) and answers with the client's reply as JSON.
+//! - `ask`: asks for a form elicitation (`name` defaults to `John`, `age` to
+//!   30, `note` has no default) and answers with the client's reply as JSON:
+//!   on protocol 2026-07-28 as an `input_required` result (input `who`),
+//!   answered by the client's retry; on older ones as an `elicitation/create`
+//!   request in the middle of the call.
 //!
 //! When `ECHO_SERVER_PID_FILE` is set, the server writes its pid to that file
 //! before it serves, so a test can check that the process is gone later.
@@ -18,10 +21,12 @@
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::InputResponses;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, Implementation, ServerCapabilities,
-    ServerConfig, ServerRequest,
+    CallToolResponse, CallToolResult, ClientResult, ContentBlock, ElicitRequest,
+    ElicitRequestParams, Implementation, InputRequest, InputRequests, InputRequiredResult,
+    ServerCapabilities, ServerConfig, ServerRequest,
 };
 use rmcp::schemars::JsonSchema;
 use rmcp::service::RequestContext;
@@ -86,7 +91,16 @@ impl EchoServer {
     }
 
     #[tool(description = "Ask the client for a name and an age; answer with its reply.")]
-    async fn ask(&self, context: RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    async fn ask(
+        &self,
+        InputResponses(responses): InputResponses,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let answered =
+            |reply: String| CallToolResult::success(vec![ContentBlock::text(reply)]).into();
+        if let Some(reply) = responses.as_ref().and_then(|r| r.get("who")) {
+            return Ok(answered(reply.to_string()));
+        }
         let params: ElicitRequestParams = serde_json::from_value(json!({
             "mode": "form",
             "message": "Who are you?",
@@ -100,13 +114,25 @@ impl EchoServer {
             }
         }))
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let request = ElicitRequest::new(params);
+        // No requests to the client mid-call from 2026-07-28 on: the call
+        // answers what it needs, and the client calls again with it.
+        if context
+            .protocol_version()
+            .is_some_and(|version| !version.has_initialize())
+        {
+            let mut asked = InputRequests::new();
+            asked.insert("who".to_owned(), InputRequest::Elicitation(request));
+            return Ok(InputRequiredResult::from_input_requests(asked).into());
+        }
         let reply = context
             .peer
-            .send_request(ServerRequest::ElicitRequest(ElicitRequest::new(params)))
+            .send_request(ServerRequest::ElicitRequest(request))
             .await
             .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         match reply {
             ClientResult::ElicitResult(result) => serde_json::to_string(&result)
+                .map(answered)
                 .map_err(|e| ErrorData::internal_error(e.to_string(), None)),
             _ => Err(ErrorData::internal_error(
                 "the client answered the elicitation with something else",

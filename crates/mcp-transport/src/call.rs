@@ -1,11 +1,13 @@
-//! One tool call: a slot, a timeout, the server's progress updates, and
-//! `notifications/cancelled` when the caller stops waiting.
+//! One tool call: a slot, a timeout, the server's progress updates,
+//! `notifications/cancelled` when the caller stops waiting, and the rounds
+//! of a server that answers `input_required` (SEP-2322) before its result.
 
 use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, JsonObject, ServerResult,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, InputRequest,
+    InputRequiredResult, InputResponses, JsonObject, ServerResult,
 };
 use rmcp::service::PeerRequestOptions;
 
@@ -14,10 +16,18 @@ use crate::error::{Error, Result};
 use crate::handler::ProgressSink;
 use crate::live::{Cancels, Connection, Live};
 
+/// At most this many `input_required` answers to one call before it
+/// counts as failed: a server that keeps asking never gets a loop.
+const MAX_INPUT_ROUNDS: usize = 8;
+
 /// Calls `tool` on `server`, connected as `live`, with `arguments`, passing
 /// each progress update the server sends about it to `progress`: waits
 /// while the server restarts and for a slot, then runs under `timeout`,
-/// and cancels the request on the server when the wait is abandoned.
+/// and cancels the request on the server when the wait is abandoned. A
+/// server that answers `input_required` gets its input requests answered
+/// (elicitations by the connection's [`Elicitor`]) and the call sent again
+/// with the answers and its `requestState` echoed unchanged, each round a
+/// new request, all within `timeout`.
 pub(crate) async fn call(
     live: &Live,
     server: &str,
@@ -29,7 +39,7 @@ pub(crate) async fn call(
     // A call that comes in while the server is being restarted waits
     // for it (within its timeout); one to a server that is down fails.
     live.ready(server, timeout).await?;
-    let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+    let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
     // Wait for a slot first: the timeout covers the call itself.
     let Ok(_slot) = live.slots.clone().acquire_owned().await else {
         return Err(Error::NotConnected {
@@ -42,13 +52,53 @@ pub(crate) async fn call(
         tool: tool.to_owned(),
         after: timeout,
     };
-    let Some(sink) = progress else {
-        return match tokio::time::timeout(timeout, conn.peer.call_tool(params)).await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(failed(server, &conn, tool, e).await),
-            Err(_) => Err(timed_out()),
-        };
+    let rounds = async {
+        for _ in 0..MAX_INPUT_ROUNDS {
+            match round(live, &conn, server, tool, params.clone(), progress).await? {
+                ServerResult::CallToolResult(result) => return Ok(result),
+                ServerResult::InputRequiredResult(asked) => {
+                    let (responses, state) = answer(&conn, server, tool, asked).await?;
+                    params.input_responses = responses;
+                    params.request_state = state;
+                }
+                // An empty result (`{}`): a call that produced no content.
+                ServerResult::EmptyResult(_) => return Ok(CallToolResult::default()),
+                _ => {
+                    return Err(failed(
+                        server,
+                        &conn,
+                        tool,
+                        rmcp::ServiceError::UnexpectedResponse,
+                    )
+                    .await);
+                }
+            }
+        }
+        Err(Error::Call {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            message: format!(
+                "the server still asked for input after {MAX_INPUT_ROUNDS} rounds of answers"
+            ),
+        })
     };
+    match tokio::time::timeout(timeout, rounds).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(timed_out()),
+    }
+}
+
+/// One `tools/call` request of a call, with the progress sink registered
+/// for its token and the request cancelled on the server when it is
+/// dropped unanswered (the caller's timeout, Ctrl-C).
+async fn round(
+    live: &Live,
+    conn: &Connection,
+    server: &str,
+    tool: &str,
+    params: CallToolRequestParams,
+    progress: Option<&ProgressSink>,
+) -> Result<ServerResult> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = match conn
         .peer
@@ -56,14 +106,16 @@ pub(crate) async fn call(
         .await
     {
         Ok(handle) => handle,
-        Err(e) => return Err(failed(server, &conn, tool, e).await),
+        Err(e) => return Err(failed(server, conn, tool, e).await),
     };
     let token = handle.progress_token.clone();
-    if let Ok(mut sinks) = live.progress.lock() {
+    if let Some(sink) = progress
+        && let Ok(mut sinks) = live.progress.lock()
+    {
         sinks.insert(token.clone(), sink.clone());
     }
     // Unregistered however the call ends, dropped mid-way included.
-    let _registered = Unregister(&live.progress, token);
+    let _registered = progress.map(|_| Unregister(&live.progress, token));
     // A request handle sends nothing when dropped: this guard tells the
     // server when the call's future is dropped (Ctrl-C) or times out.
     let mut abandoned = CancelOnDrop(Some((
@@ -71,21 +123,89 @@ pub(crate) async fn call(
         handle.id.clone(),
         live.cancels.clone(),
     )));
-    let outcome = tokio::time::timeout(timeout, handle.await_response()).await;
-    if outcome.is_ok() {
-        abandoned.0 = None;
-    }
+    let outcome = handle.await_response().await;
+    abandoned.0 = None;
     drop(abandoned);
-    // Notifications are handled on their own tasks: let the last ones land.
-    for _ in 0..4 {
-        tokio::task::yield_now().await;
+    if progress.is_some() {
+        // Notifications are handled on their own tasks: let the last ones land.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
     }
     match outcome {
-        Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
-        Ok(Ok(_)) => Err(failed(server, &conn, tool, rmcp::ServiceError::UnexpectedResponse).await),
-        Ok(Err(e)) => Err(failed(server, &conn, tool, e).await),
-        Err(_) => Err(timed_out()),
+        Ok(result) => Ok(result),
+        Err(e) => Err(failed(server, conn, tool, e).await),
     }
+}
+
+/// The answers to an `input_required` result and the state to echo: each
+/// elicitation answered by the connection's elicitor, a roots request by
+/// its `Roots` (no roots without one), sampling by its `Sampler` (without
+/// one, it fails the call). A result that asks for nothing and carries no
+/// state is a protocol error (a retry would be the same request again).
+#[allow(deprecated)] // sampling and roots (SEP-2577), which servers still use
+async fn answer(
+    conn: &Connection,
+    server: &str,
+    tool: &str,
+    asked: InputRequiredResult,
+) -> Result<(Option<InputResponses>, Option<String>)> {
+    let refused = |message: String| Error::Call {
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+        message,
+    };
+    let requests = asked.input_requests.unwrap_or_default();
+    if requests.is_empty() && asked.request_state.is_none() {
+        return Err(refused(
+            "the server answered input_required without input requests or request state".to_owned(),
+        ));
+    }
+    let mut responses = InputResponses::new();
+    for (key, request) in requests {
+        let value = match request {
+            InputRequest::Elicitation(request) => {
+                let result = conn.elicitor.elicit(server, request.params).await;
+                serde_json::to_value(result)
+            }
+            InputRequest::ListRoots(_) => {
+                let roots = match &conn.roots {
+                    Some(roots) => roots.roots(server).await,
+                    None => Vec::new(),
+                };
+                serde_json::to_value(rmcp::model::ListRootsResult::new(roots))
+            }
+            InputRequest::CreateMessage(request) => match &conn.sampler {
+                Some(sampler) => match sampler.sample(server, request.params).await {
+                    Ok(result) => serde_json::to_value(result),
+                    Err(e) => {
+                        return Err(refused(format!(
+                            "the server asked for sampling, which was refused: {}",
+                            e.message
+                        )));
+                    }
+                },
+                None => {
+                    return Err(refused(
+                        "the server asked for sampling (sampling/createMessage), which this client does not offer"
+                            .to_owned(),
+                    ));
+                }
+            },
+            // A kind of input this rmcp release knows and this client does not.
+            _ => {
+                return Err(refused(format!(
+                    "the server asked for input `{key}` of a kind this client does not offer"
+                )));
+            }
+        }
+        .map_err(|e| refused(format!("cannot encode the answer to `{key}`: {e}")))?;
+        responses.insert(key, value);
+    }
+    Ok((
+        (!responses.is_empty()).then_some(responses),
+        asked.request_state,
+    ))
 }
 
 /// The error for a call that failed with `e`: when the connection ended

@@ -192,9 +192,29 @@ impl Server {
         .await
     }
 
-    /// `resources/subscribe` to `uri` (the server's own).
+    /// Subscribes to updates of `uri` (the server's own): with
+    /// `resources/subscribe` on older revisions, with a
+    /// `subscriptions/listen` stream of its own on 2026-07-28.
     #[allow(deprecated)] // legacy subscriptions, which servers below 2026-07-28 speak
     pub async fn subscribe(&self, uri: &str) -> Result<()> {
+        if let Some(live) = self.live() {
+            let conn = live.connection();
+            if let Some(handler) = &conn.listener {
+                if !Offer::Subscriptions.offered(&conn.capabilities) {
+                    return Err(Error::NotOffered {
+                        server: self.name().to_owned(),
+                        what: Offer::Subscriptions.word(),
+                    });
+                }
+                let stream = crate::listen::resource(handler.clone(), conn.peer.clone(), uri);
+                if let Ok(mut streams) = conn.resource_streams.lock()
+                    && let Some(old) = streams.insert(uri.to_owned(), stream)
+                {
+                    old.abort();
+                }
+                return Ok(());
+            }
+        }
         let params = SubscribeRequestParams::new(uri.to_owned());
         self.request(
             format!("resources/subscribe {uri}"),
@@ -204,9 +224,20 @@ impl Server {
         .await
     }
 
-    /// `resources/unsubscribe` from `uri` (the server's own).
+    /// Ends the subscription to `uri` (the server's own).
     #[allow(deprecated)] // legacy subscriptions, which servers below 2026-07-28 speak
     pub async fn unsubscribe(&self, uri: &str) -> Result<()> {
+        if let Some(live) = self.live() {
+            let conn = live.connection();
+            if conn.listener.is_some() {
+                if let Ok(mut streams) = conn.resource_streams.lock()
+                    && let Some(stream) = streams.remove(uri)
+                {
+                    stream.abort();
+                }
+                return Ok(());
+            }
+        }
         let params = UnsubscribeRequestParams::new(uri.to_owned());
         self.request(
             format!("resources/unsubscribe {uri}"),

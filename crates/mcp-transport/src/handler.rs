@@ -33,7 +33,9 @@ pub type ProgressSink = Arc<dyn Fn(Progress) + Send + Sync>;
 pub(crate) type ProgressSinks =
     Arc<std::sync::Mutex<std::collections::HashMap<rmcp::model::ProgressToken, ProgressSink>>>;
 
-/// Per-connection client handler.
+/// Per-connection client handler (cloned for the connection's listen
+/// streams, which route what it would).
+#[derive(Clone)]
 pub(crate) struct Handler {
     pub(crate) server: String,
     pub(crate) progress: ProgressSinks,
@@ -56,7 +58,19 @@ pub(crate) struct Handler {
 }
 
 impl Handler {
-    fn tell(&self, notice: impl FnOnce(String) -> Notice) {
+    /// The server's tools changed: list them again.
+    pub(crate) fn tools_changed(&self, peer: rmcp::Peer<RoleClient>) {
+        crate::tools::list_changed(
+            &self.tools,
+            &self.relisting,
+            &self.server,
+            self.max_pages,
+            self.relist_timeout,
+            peer,
+        );
+    }
+
+    pub(crate) fn tell(&self, notice: impl FnOnce(String) -> Notice) {
         if let Some(sink) = &self.notices {
             sink(notice(self.server.clone()));
         }
@@ -116,14 +130,7 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        crate::tools::list_changed(
-            &self.tools,
-            &self.relisting,
-            &self.server,
-            self.max_pages,
-            self.relist_timeout,
-            context.peer,
-        );
+        self.tools_changed(context.peer);
     }
 
     async fn on_resource_updated(

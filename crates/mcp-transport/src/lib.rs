@@ -10,6 +10,7 @@ mod features;
 #[cfg(feature = "google")]
 mod google;
 mod handler;
+mod listen;
 mod live;
 #[cfg(feature = "oauth")]
 pub mod oauth;

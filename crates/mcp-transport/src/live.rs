@@ -9,6 +9,7 @@ use rmcp::model::Implementation;
 use rmcp::service::RunningService;
 
 use crate::child::ChildProcess;
+use crate::elicit::Elicitor;
 use crate::error::{Error, Result};
 use crate::handler::{Handler, ProgressSinks};
 use crate::restart::{Ending, Health};
@@ -162,6 +163,21 @@ pub(crate) struct Connection {
     pub(crate) server_info: Option<Implementation>,
     /// What the server declared it offers in its handshake.
     pub(crate) capabilities: rmcp::model::ServerCapabilities,
+    /// Answers the elicitations of `input_required` results (the
+    /// handler's, which answers those sent mid-call).
+    pub(crate) elicitor: Arc<dyn Elicitor>,
+    /// Answers the sampling of `input_required` results (the handler's).
+    pub(crate) sampler: Option<Arc<dyn crate::Sampler>>,
+    /// Answers the roots requests of `input_required` results (the handler's).
+    pub(crate) roots: Option<Arc<dyn crate::Roots>>,
+    /// On 2026-07-28: the handler, for the listen streams of subscribed
+    /// resources (`None` on older revisions, where updates come unscoped).
+    pub(crate) listener: Option<Handler>,
+    /// On 2026-07-28: the stream of list changes, ended with the connection.
+    lists: Option<tokio::task::JoinHandle<()>>,
+    /// On 2026-07-28: the stream of each subscribed resource's updates.
+    pub(crate) resource_streams:
+        std::sync::Mutex<std::collections::HashMap<String, tokio::task::JoinHandle<()>>>,
     kill_grace: Duration,
     /// Why the connection ended and what happens next, once known (for
     /// the calls that were in flight).
@@ -181,6 +197,15 @@ impl Connection {
             .peer_info()
             .map(|p| p.capabilities.clone())
             .unwrap_or_default();
+        let elicitor = service.service().elicitor.clone();
+        let sampler = service.service().sampler.clone();
+        let roots = service.service().roots.clone();
+        let version = service.peer_info().map(|p| p.protocol_version.clone());
+        let listener =
+            crate::listen::needs_listen(version.as_ref()).then(|| service.service().clone());
+        let lists = listener
+            .clone()
+            .and_then(|handler| crate::listen::lists(handler, peer.clone(), &capabilities));
         let cancel = service.cancellation_token();
         tokio::spawn(async move {
             let _ = service.waiting().await;
@@ -195,6 +220,12 @@ impl Connection {
             child: tokio::sync::Mutex::new(child),
             server_info,
             capabilities,
+            elicitor,
+            sampler,
+            roots,
+            listener,
+            lists,
+            resource_streams: Default::default(),
             kill_grace,
             ending: tokio::sync::watch::channel(None).0,
         }
@@ -256,6 +287,14 @@ impl Connection {
     }
 
     fn cancel_service(&self) {
+        if let Some(lists) = &self.lists {
+            lists.abort();
+        }
+        if let Ok(mut streams) = self.resource_streams.lock() {
+            for (_, stream) in streams.drain() {
+                stream.abort();
+            }
+        }
         if let Some(cancel) = self.cancel.lock().ok().and_then(|mut c| c.take()) {
             cancel.cancel();
         }

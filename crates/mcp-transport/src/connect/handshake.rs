@@ -1,9 +1,13 @@
-//! The MCP handshake: `initialize`, then the first listing of tools.
+//! The MCP handshake: `server/discover` (falling back to `initialize` for a
+//! server that predates it), then the first listing of tools.
 
 use std::time::Duration;
 
-use rmcp::service::{ClientInitializeError, RunningService};
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::{ClientInitializeError, RunningService, serve_client_with_lifecycle};
+use rmcp::{ClientLifecycleMode, RoleClient};
+
+use super::probe::DiscoverProbe;
 
 use crate::child::ChildProcess;
 use crate::error::StartError;
@@ -13,8 +17,21 @@ use crate::tools::list_tools;
 pub(crate) type Started =
     std::result::Result<(RunningService<RoleClient, Handler>, Option<ChildProcess>), StartError>;
 
-/// Runs the handshake (initialize, then up to `max_pages` pages of
-/// tools/list, kept in the handler's tool state) under `timeout`.
+/// How a connection starts: `server/discover` at the latest revision (each
+/// request then carries the protocol version, client info and capabilities
+/// in its `_meta`); a server that answers it with an error (or not at all,
+/// within rmcp's 10 s) predates it and gets the `initialize` handshake of the
+/// latest revision that has one. One that answers it with a result other
+/// than a discover result predates it too ([`DiscoverProbe`]).
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
+}
+
+/// Runs the handshake (discover or initialize, then up to `max_pages` pages
+/// of tools/list, kept in the handler's tool state) under `timeout`.
 pub(super) async fn handshake<T, E, A>(
     handler: Handler,
     transport: T,
@@ -25,8 +42,8 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let run = async {
-        let service = handler
-            .serve(transport)
+        let transport = DiscoverProbe::new(transport.into_transport());
+        let service = serve_client_with_lifecycle(handler, transport, lifecycle())
             .await
             .map_err(|e| HandshakeError::Init(Box::new(e)))?;
         let max_pages = service.service().max_pages;

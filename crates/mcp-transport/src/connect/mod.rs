@@ -3,6 +3,7 @@
 
 mod handshake;
 mod http;
+mod probe;
 mod stdio;
 mod words;
 

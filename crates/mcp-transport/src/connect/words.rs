@@ -11,6 +11,10 @@ pub(super) fn init_message(
     source: Option<&str>,
     server: &str,
 ) -> String {
+    // The probe failed and so did `initialize`: the latter says why.
+    if let ClientInitializeError::LegacyFallbackFailed { fallback, .. } = e {
+        return init_message(fallback, source, server);
+    }
     if let (Some(challenge), Some(source)) = (e.auth_challenge(), source) {
         return format!(
             "the server refused the token from {source} (HTTP 401, WWW-Authenticate: {challenge}), also after a fresh one; check that these credentials may use this server (scopes, roles)"

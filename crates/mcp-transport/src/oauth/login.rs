@@ -328,38 +328,102 @@ pub(crate) async fn exchange(
     Ok(())
 }
 
-/// Asks the server for its `WWW-Authenticate` challenge with an
-/// unauthenticated `initialize`; `None` when it answers anything but 401
-/// (rmcp then probes with a GET and the well-known locations).
+/// Asks the server for its `WWW-Authenticate` challenge the way a session
+/// would meet it: unauthenticated `server/discover` (2026-07-28), else
+/// `initialize`, and when a server lets that through, the `tools/list` of
+/// that session (many challenge only once the session does something).
+/// `None` when nothing answers 401 (rmcp then probes with a GET and the
+/// well-known locations).
 async fn probe(url: &str, headers: &[(String, String)]) -> Option<String> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(15))
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .ok()?;
-    let mut request = client
-        .post(url)
-        .header(
-            reqwest::header::ACCEPT,
-            "application/json, text/event-stream",
-        )
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(
-            serde_json::json!({
-                "jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "core-agent", "version": env!("CARGO_PKG_VERSION")}
-                }
-            })
-            .to_string(),
-        );
-    for (name, value) in headers {
-        if !name.eq_ignore_ascii_case("authorization") {
-            request = request.header(name.as_str(), value.as_str());
+    let client_info =
+        serde_json::json!({"name": "core-agent", "version": env!("CARGO_PKG_VERSION")});
+    let post = |body: serde_json::Value, version: &str, session: Option<&str>| {
+        let method = body
+            .get("method")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let mut request = client
+            .post(url)
+            .header(
+                reqwest::header::ACCEPT,
+                "application/json, text/event-stream",
+            )
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header("mcp-protocol-version", version)
+            .header("mcp-method", method)
+            .body(body.to_string());
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
         }
+        for (name, value) in headers {
+            if !name.eq_ignore_ascii_case("authorization") {
+                request = request.header(name.as_str(), value.as_str());
+            }
+        }
+        request.send()
+    };
+    let discover = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "server/discover",
+        "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": client_info,
+            "io.modelcontextprotocol/clientCapabilities": {}
+        }}
+    });
+    let response = post(discover, "2026-07-28", None).await.ok()?;
+    if let Some(challenge) = challenge_of(&response) {
+        return Some(challenge);
     }
-    let response = request.send().await.ok()?;
+    drop(response);
+    let legacy = "2025-11-25";
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": legacy, "capabilities": {}, "clientInfo": client_info}
+    });
+    let response = post(initialize, legacy, None).await.ok()?;
+    if let Some(challenge) = challenge_of(&response) {
+        return Some(challenge);
+    }
+    if !response.status().is_success() {
+        return None;
+    }
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    drop(response);
+    let session = session.as_deref();
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = post(initialized, legacy, session).await.ok()?;
+    let mut challenge = challenge_of(&response);
+    drop(response);
+    if challenge.is_none() {
+        let list =
+            serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+        let response = post(list, legacy, session).await.ok()?;
+        challenge = challenge_of(&response);
+    }
+    // The probe's session ends here; a server without sessions ignores it.
+    if let Some(session) = session {
+        let _ = client
+            .delete(url)
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", legacy)
+            .send()
+            .await;
+    }
+    challenge
+}
+
+/// The `WWW-Authenticate` value of a 401.
+fn challenge_of(response: &reqwest::Response) -> Option<String> {
     if response.status() != reqwest::StatusCode::UNAUTHORIZED {
         return None;
     }
