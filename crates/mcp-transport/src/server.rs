@@ -261,7 +261,9 @@ impl Server {
                 server: self.name.clone(),
             });
         };
-        call::call(live, &self.name, tool, arguments, timeout, progress).await
+        call::call(live, &self.name, tool, arguments, timeout, progress)
+            .await
+            .map(plain)
     }
 
     /// Closes the connection; a stdio child gets EOF, then SIGTERM, then
@@ -282,5 +284,57 @@ impl Server {
     }
 }
 
+/// A result without what only the protocol needs: `resultType` (always
+/// `complete` for a result that arrived) and the `_meta` keys the protocol
+/// reserves (`io.modelcontextprotocol/…`, such as the server info a
+/// 2026-07-28 server attaches to each result). The server's own `_meta`
+/// stays.
+fn plain(mut result: CallToolResult) -> CallToolResult {
+    result.result_type = None;
+    if let Some(meta) = &mut result.meta {
+        meta.0
+            .retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
+        if meta.0.is_empty() {
+            result.meta = None;
+        }
+    }
+    result
+}
+
 /// Hears about a server as its start ends (connected or failed).
 pub type OnReady = Arc<dyn Fn(&Server) + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ContentBlock, MetaObject, ResultType};
+
+    #[test]
+    fn a_result_loses_only_what_the_protocol_reserves() {
+        let mut result = CallToolResult::success(vec![ContentBlock::text("hi")]);
+        result.result_type = Some(ResultType::COMPLETE);
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            "io.modelcontextprotocol/serverInfo".to_owned(),
+            serde_json::json!({"name": "s"}),
+        );
+        meta.insert("acme/trace".to_owned(), serde_json::json!("t-1"));
+        result.meta = Some(MetaObject(meta));
+        let plain = plain(result);
+        assert_eq!(plain.result_type, None);
+        let kept: Vec<&String> = plain.meta.as_ref().unwrap().0.keys().collect();
+        assert_eq!(kept, ["acme/trace"]);
+        let mut only_reserved = CallToolResult::success(vec![]);
+        let mut meta = serde_json::Map::new();
+        meta.insert(
+            "io.modelcontextprotocol/serverInfo".to_owned(),
+            serde_json::json!({}),
+        );
+        only_reserved.meta = Some(MetaObject(meta));
+        assert_eq!(plain_meta(only_reserved), None);
+    }
+
+    fn plain_meta(result: CallToolResult) -> Option<MetaObject> {
+        plain(result).meta
+    }
+}
