@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use core_agent_gateway::{
     Auth, DefaultToken, Gateway, GatewayLimits, GatewayOptions, GatewayToken, HttpOptions,
-    resolve_tokens,
+    LimitsError, resolve_tokens,
 };
 use core_agent_host::Host;
 use core_agent_mcp_config::{Env, TrustLevel};
@@ -152,12 +152,14 @@ async fn serve(
             return USAGE;
         }
     };
-    let mut http = HttpOptions::new(auth);
+    let mut http = match HttpOptions::new(auth).with_limits(&args.limits) {
+        Ok(http) => http,
+        Err(e) => {
+            eprintln!("core-agent: serve: {}", limits_error(&e));
+            return USAGE;
+        }
+    };
     http.allowed_hosts.extend(args.allow_hosts.iter().cloned());
-    if let Err(message) = limit_sessions(&mut http, &args.limits) {
-        eprintln!("core-agent: serve: {message}");
-        return USAGE;
-    }
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -204,27 +206,15 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Applies the session caps and the idle timeout; a per-token cap above the
-/// total, both set, is refused (it could never be reached).
-fn limit_sessions(http: &mut HttpOptions, limits: &GatewayLimits) -> Result<(), String> {
-    if let (Some(total), Some(per_token)) = (limits.max_sessions, limits.max_sessions_per_token)
-        && per_token > total
-    {
-        return Err(format!(
+/// The gateway's refusal of the session caps, worded with the flags that
+/// set them beside the `config.json` keys.
+fn limits_error(e: &LimitsError) -> String {
+    match e {
+        LimitsError::PerTokenAboveTotal { per_token, total } => format!(
             "the per-token session cap ({per_token}, gateway.max_sessions_per_token or --max-sessions-per-token) is larger than the total ({total}, gateway.max_sessions or --max-sessions); lower it, or raise the total"
-        ));
+        ),
+        other => other.to_string(),
     }
-    if let Some(total) = limits.max_sessions {
-        http.max_sessions = total;
-        http.max_sessions_per_token = http.max_sessions_per_token.min(total);
-    }
-    if let Some(per_token) = limits.max_sessions_per_token {
-        http.max_sessions_per_token = per_token;
-    }
-    if let Some(secs) = limits.session_idle_timeout_secs {
-        http.session_idle = Duration::from_secs(secs);
-    }
-    Ok(())
 }
 
 /// Who may connect: nobody checked (`--no-auth`, loopback only), else the
