@@ -33,6 +33,7 @@ mod survey;
 mod terminal;
 mod text_digest;
 mod third_party;
+mod transparent;
 mod trust;
 mod warnings;
 

@@ -221,11 +221,18 @@ impl ServerHandler for McpSession {
                 .build(),
         )
         .with_server_info(Implementation::new("core-agent", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "core-agent: the tools of every configured MCP server, namespaced <server>_<tool>, \
-             behind core-agent's permission gate. Large results come back as a digest with a \
-             call_id; pass it to retrieve_raw for the raw payload.",
-        )
+        .with_instructions(match self.gateway.inner.host.catalog().naming() {
+            core_agent_mcp_policy::Naming::Bare => {
+                "core-agent: the tools of one MCP server, under their own names, \
+                 behind core-agent's permission gate. Large results come back as a digest with a \
+                 call_id; pass it to retrieve_raw for the raw payload."
+            }
+            _ => {
+                "core-agent: the tools of every configured MCP server, namespaced <server>_<tool>, \
+                 behind core-agent's permission gate. Large results come back as a digest with a \
+                 call_id; pass it to retrieve_raw for the raw payload."
+            }
+        })
     }
 
     async fn list_tools(

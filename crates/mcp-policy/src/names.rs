@@ -25,6 +25,36 @@ pub fn namespaced(server: &str, tool: &str) -> String {
     format!("{}_{}", sanitize(server), sanitize(tool))
 }
 
+/// How a catalog names its tools.
+///
+/// ```
+/// use core_agent_mcp_policy::Naming;
+///
+/// assert_eq!(Naming::Prefixed.name("my-server", "get-env"), "my_server_get_env");
+/// assert_eq!(Naming::Bare.name("my-server", "get-env"), "get_env");
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Naming {
+    /// `<server>_<tool>` ([`namespaced`]): tools of many servers side by side.
+    #[default]
+    Prefixed,
+    /// The server's own tool name, sanitized: for a catalog of one server
+    /// served transparently. Names that collide still get a suffix.
+    Bare,
+}
+
+impl Naming {
+    /// The name a model sees for `tool` of `server` before collisions,
+    /// reserved names and length are handled.
+    pub fn name(self, server: &str, tool: &str) -> String {
+        match self {
+            Naming::Prefixed => namespaced(server, tool),
+            Naming::Bare => sanitize(tool),
+        }
+    }
+}
+
 /// Longest published name.
 pub const MAX_NAME: usize = 64;
 

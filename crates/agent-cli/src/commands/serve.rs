@@ -11,6 +11,7 @@ use core_agent_gateway::{
 };
 use core_agent_host::Host;
 use core_agent_mcp_config::{Env, TrustLevel};
+use core_agent_mcp_policy::Naming;
 
 use crate::cli::{Global, ModeArg, ServeCommand};
 use crate::render::report_ready;
@@ -43,7 +44,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     // stdout may be the MCP channel: never live lines.
     let screen = Screen::new(false);
     let Launch {
-        config,
+        mut config,
         mut options,
         pricing,
         gateway_tokens,
@@ -56,7 +57,6 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     };
     // Long-lived runs bring a crashed server back; a one-shot call does not.
     options.start.restart = Some(restart_policy());
-    let env = config.dotenv.over_process();
     let ServeCommand {
         http,
         no_auth,
@@ -66,7 +66,20 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         session_idle_timeout,
         mode,
         parent_model,
+        server,
     } = command;
+    // One server, transparently: only it starts, under its own tool names.
+    if let Some(name) = &server {
+        config = match config.only(name) {
+            Ok(only) => only,
+            Err(e) => {
+                eprintln!("core-agent: serve --server: {e}");
+                return USAGE;
+            }
+        };
+        options.naming = Naming::Bare;
+    }
+    let env = config.dotenv.over_process();
     // Backends' elicitations go to the client whose call caused them.
     let elicitations = core_agent_gateway::ElicitRouter::new(Duration::from_secs(120));
     options.start.elicitor = elicitations.clone();
