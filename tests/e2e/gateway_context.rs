@@ -472,3 +472,45 @@ fn the_typescript_sdk_client_sees_through_serve_what_it_sees_directly_over_stdio
     assert_eq!(gateway.stop(), 130, "{stderr}");
     compare_core(&direct, &over_http, false);
 }
+
+#[test]
+fn serve_for_one_server_carries_its_resources_and_prompts_under_their_own_names() {
+    let p = Project::new(&json!({
+        "version": 1,
+        "servers": {"everything": everything_stdio(), "demo": crate::demo_server()},
+    }));
+    let direct = observe_ts(
+        p.path(),
+        json!({}),
+        &[
+            "stdio".to_owned(),
+            p.path().to_str().unwrap().to_owned(),
+            node().to_str().unwrap().to_owned(),
+            everything_js().to_str().unwrap().to_owned(),
+            "stdio".to_owned(),
+        ],
+    );
+    let through = observe_ts(
+        p.path(),
+        json!({}),
+        &serve_over_stdio(&p, &["--server", "everything"]),
+    );
+    let why = format!("direct: {direct}\ngateway: {through}");
+    for key in [
+        "capabilities",
+        "subscribe",
+        "resources",
+        "templates",
+        "prompts",
+        "args_prompt",
+        "completion",
+    ] {
+        assert_eq!(direct[key], through[key], "{key}: {why}");
+    }
+    assert_eq!(direct["read"], through["read"], "{why}");
+    assert_eq!(
+        through["read_template"]["uri"],
+        json!("demo://resource/dynamic/text/7"),
+        "{why}"
+    );
+}

@@ -34,6 +34,7 @@ mod survey;
 mod terminal;
 mod text_digest;
 mod third_party;
+mod transparent;
 mod trust;
 mod warnings;
 

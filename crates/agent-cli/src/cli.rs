@@ -238,6 +238,10 @@ pub(crate) struct ServeCommand {
     /// (GET /sessions/{id}/context; a request may name another with ?model=).
     #[arg(long, value_name = "MODEL")]
     pub(crate) parent_model: Option<String>,
+    /// Serve only this configured server, its tools under their own names
+    /// (no `<server>_` prefix), still gated, pinned and digested.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) server: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

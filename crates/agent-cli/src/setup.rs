@@ -134,6 +134,7 @@ impl Launch {
         let GatewayConfig {
             tokens: gateway_tokens,
             limits: gateway_limits,
+            ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
             Err(e) => {

@@ -66,7 +66,10 @@ pub struct SessionRecord {
 /// [`Store::get`] gives a payload back, and [`Store::session_records`] reads
 /// what is held per session. Everything else is provided, computed from
 /// them; a backend may override a provided method to answer faster (both of
-/// this crate's stores do), never to answer differently.
+/// this crate's stores do), never to answer differently. The one exception
+/// is [`Store::may_hold_payloads`], which the three cannot answer: its
+/// provided answer is the cautious one, and a backend that knows better
+/// says so.
 ///
 /// Nothing in a store is replaced: a payload under a `call_id` it already
 /// holds is refused with [`Error::Duplicate`] (make ids with
@@ -193,6 +196,19 @@ pub trait Store: Send + Sync {
     fn evicted(&self) -> Result<Option<Evicted>> {
         Ok(None)
     }
+    /// Whether the store may still hold a payload stored by `session`:
+    /// `false` only when it surely holds none (none was stored, or every
+    /// one was dropped to stay under a budget). The host forgets the owner
+    /// of a session that holds nothing more, so that what it remembers
+    /// stays bounded.
+    ///
+    /// Provided: `true`, as [`Store::get`] and [`Store::session_records`]
+    /// cannot tell which payloads a session has; the host then keeps that
+    /// session's owner while it runs. [`MemoryStore`] answers exactly.
+    fn may_hold_payloads(&self, session: &str) -> Result<bool> {
+        let _ = session;
+        Ok(true)
+    }
 }
 
 /// What a [`MemoryStore`] dropped so far to stay under its byte budget.
@@ -226,6 +242,8 @@ pub struct MemoryStore {
 #[derive(Debug)]
 struct Raw {
     records: HashMap<String, RawRecord>,
+    /// How many of `records` each session stored.
+    per_session: HashMap<String, usize>,
     order: VecDeque<String>,
     bytes: u64,
     budget: u64,
@@ -236,6 +254,12 @@ struct Raw {
 impl Raw {
     fn evict(&mut self, call_id: &str) {
         if let Some(record) = self.records.remove(call_id) {
+            if let Some(count) = self.per_session.get_mut(&record.session_id) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    self.per_session.remove(&record.session_id);
+                }
+            }
             let bytes = size(&record);
             self.bytes = self.bytes.saturating_sub(bytes);
             self.evicted += 1;
@@ -276,6 +300,7 @@ impl MemoryStore {
         MemoryStore {
             raw: Mutex::new(Raw {
                 records: HashMap::new(),
+                per_session: HashMap::new(),
                 order: VecDeque::new(),
                 bytes: 0,
                 budget,
@@ -314,6 +339,9 @@ impl MemoryStore {
         }
         raw.bytes += bytes;
         raw.order.push_back(record.call_id.clone());
+        *raw.per_session
+            .entry(record.session_id.clone())
+            .or_default() += 1;
         raw.records.insert(record.call_id.clone(), record);
         Ok(())
     }
@@ -411,6 +439,15 @@ impl Store for MemoryStore {
             bytes: raw.evicted_bytes,
             budget: raw.budget,
         }))
+    }
+
+    fn may_hold_payloads(&self, session: &str) -> Result<bool> {
+        Ok(self
+            .raw
+            .lock()
+            .map_err(|_| poisoned())?
+            .per_session
+            .contains_key(session))
     }
 }
 
@@ -738,6 +775,46 @@ mod tests {
         assert_eq!((s0.owner.as_deref(), s0.usage), (Some("bot"), None));
         assert_eq!(store.session_record("nobody").unwrap(), None);
         assert_eq!(store.evicted().unwrap(), None);
+        // It cannot tell which payloads a session has: the cautious answer.
+        assert!(store.may_hold_payloads("s1").unwrap());
+        assert!(store.may_hold_payloads("nobody").unwrap());
+    }
+
+    #[test]
+    fn the_memory_store_knows_which_sessions_still_hold_payloads() {
+        // Each record here counts 101 bytes: three fit.
+        let store = MemoryStore::with_budget(303);
+        let put = |call_id: &str, session: &str| {
+            store
+                .put(in_session(call_id, session, &"a".repeat(85)))
+                .unwrap();
+        };
+        assert!(!store.may_hold_payloads("s1").unwrap());
+        put("call-1", "s1");
+        put("call-2", "s1");
+        put("call-3", "s2");
+        assert!(store.may_hold_payloads("s1").unwrap());
+        assert!(store.may_hold_payloads("s2").unwrap());
+        // Telemetry is not a payload.
+        store
+            .record("s3", &DigestEvent::new(crate::Method::Passthrough, 1, 1))
+            .unwrap();
+        assert!(!store.may_hold_payloads("s3").unwrap());
+        // call-1 goes: s1 still has call-2.
+        put("call-4", "s3");
+        assert!(store.may_hold_payloads("s1").unwrap());
+        // call-2 goes: s1 has nothing left.
+        put("call-5", "s3");
+        assert!(!store.may_hold_payloads("s1").unwrap());
+        assert!(store.may_hold_payloads("s2").unwrap());
+        assert!(store.may_hold_payloads("s3").unwrap());
+        // A refused payload counts for nothing.
+        assert!(
+            store
+                .put(in_session("call-6", "s4", &"a".repeat(400)))
+                .is_err()
+        );
+        assert!(!store.may_hold_payloads("s4").unwrap());
     }
 
     #[test]

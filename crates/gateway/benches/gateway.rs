@@ -96,7 +96,7 @@ fn main() {
     c.final_summary();
 }
 
-/// The demo server on stdin/stdout, as `examples/demo_server` runs it.
+/// The demo server on stdin/stdout, as `examples/gateway_demo_server` runs it.
 fn serve() {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

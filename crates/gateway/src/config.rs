@@ -12,7 +12,10 @@ use crate::GatewayToken;
 
 /// The `gateway` sections of the project's and the user's `config.json`,
 /// merged: tokens by name and each limit by key, the project file winning.
+/// Built by [`GatewayConfig::parse`], or from [`GatewayConfig::default`]
+/// (no tokens, every limit unset) with the `with_*` methods.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GatewayConfig {
     /// `gateway.tokens`: who may connect over HTTP, by name; a name in the
     /// project file wins over the same name in the user file.
@@ -62,6 +65,19 @@ impl GatewayLimits {
 }
 
 impl GatewayConfig {
+    /// `gateway.tokens`: who may connect over HTTP, by name.
+    pub fn with_tokens(mut self, tokens: Vec<GatewayToken>) -> GatewayConfig {
+        self.tokens = tokens;
+        self
+    }
+
+    /// `gateway.max_sessions`, `gateway.max_sessions_per_token` and
+    /// `gateway.session_idle_timeout_secs`.
+    pub fn with_limits(mut self, limits: GatewayLimits) -> GatewayConfig {
+        self.limits = limits;
+        self
+    }
+
     /// Reads `sections` (`PermissionsConfig::gateway`: the project file's
     /// first, then the user file's).
     ///

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use core_agent_host::{Error as HostError, Host, Offered, Offers, public_uri};
+use core_agent_host::{Error as HostError, Host, Offered, Offers};
 use core_agent_mcp_config::TrustLevel;
 use core_agent_mcp_transport::{Error as CallError, Notice};
 use rmcp::model::{
@@ -190,7 +190,7 @@ impl Listener {
                 self.peer.notify_prompt_list_changed().await.map_err(drop)
             }
             Notice::ResourceUpdated { server, uri } => {
-                let public = public_uri(server, uri);
+                let public = self.host.resource_uri(server, uri);
                 let wanted = self
                     .subscribed
                     .lock()

@@ -25,11 +25,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::Gateway;
 use crate::auth::{Auth, Caller};
 use crate::limits::{BoundedSessions, Caps, OPENING, Opening, Throttle};
 use crate::registry::SessionInfo;
 use crate::session::McpSession;
+use crate::{Gateway, GatewayLimits};
 
 /// The header that carries an MCP session's id.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -144,6 +144,59 @@ impl HttpOptions {
         self.auth_failure_window = window;
         self
     }
+
+    /// Applies the session caps and the idle timeout that `limits` sets,
+    /// keeping the defaults for what it leaves unset; a total cap below the
+    /// default per-token cap lowers the per-token cap to it.
+    ///
+    /// ```
+    /// use core_agent_gateway::{Auth, GatewayLimits, HttpOptions};
+    /// use core_agent_mcp_config::TrustLevel;
+    ///
+    /// let limits = GatewayLimits::default().with_max_sessions(Some(8));
+    /// let http = HttpOptions::new(Auth::Open(TrustLevel::User)).with_limits(&limits)?;
+    /// assert_eq!((http.max_sessions, http.max_sessions_per_token), (8, 8));
+    /// # Ok::<(), core_agent_gateway::LimitsError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`LimitsError::PerTokenAboveTotal`] when both caps are set and the
+    /// per-token one is larger than the total: it could never be reached.
+    pub fn with_limits(mut self, limits: &GatewayLimits) -> Result<HttpOptions, LimitsError> {
+        if let (Some(total), Some(per_token)) = (limits.max_sessions, limits.max_sessions_per_token)
+            && per_token > total
+        {
+            return Err(LimitsError::PerTokenAboveTotal { per_token, total });
+        }
+        if let Some(total) = limits.max_sessions {
+            self.max_sessions = total;
+            self.max_sessions_per_token = self.max_sessions_per_token.min(total);
+        }
+        if let Some(per_token) = limits.max_sessions_per_token {
+            self.max_sessions_per_token = per_token;
+        }
+        if let Some(secs) = limits.session_idle_timeout_secs {
+            self.session_idle = Duration::from_secs(secs);
+        }
+        Ok(self)
+    }
+}
+
+/// Why [`HttpOptions::with_limits`] refused a [`GatewayLimits`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LimitsError {
+    /// The per-token session cap is larger than the total, so it could
+    /// never be reached.
+    #[error(
+        "the per-token session cap ({per_token}, gateway.max_sessions_per_token) is larger than the total ({total}, gateway.max_sessions); lower it, or raise the total"
+    )]
+    PerTokenAboveTotal {
+        /// The per-token cap asked for.
+        per_token: usize,
+        /// The total cap asked for.
+        total: usize,
+    },
 }
 
 /// State shared by the guard and the API handlers.
@@ -569,5 +622,65 @@ mod tests {
         ] {
             assert!(!host_allowed(bad, &allowed), "{bad}");
         }
+    }
+
+    #[test]
+    fn limits_apply_what_they_set_and_refuse_an_unreachable_per_token_cap() {
+        let open = || HttpOptions::new(Auth::Open(TrustLevel::User));
+        let caps = |limits: GatewayLimits| {
+            open()
+                .with_limits(&limits)
+                .map(|h| (h.max_sessions, h.max_sessions_per_token, h.session_idle))
+        };
+        let idle = HttpOptions::SESSION_IDLE;
+        let table = [
+            (
+                GatewayLimits::default(),
+                Ok((
+                    HttpOptions::MAX_SESSIONS,
+                    HttpOptions::MAX_SESSIONS_PER_TOKEN,
+                    idle,
+                )),
+            ),
+            // A small total lowers the default per-token cap with it.
+            (
+                GatewayLimits::default().with_max_sessions(Some(4)),
+                Ok((4, 4, idle)),
+            ),
+            (
+                GatewayLimits::default()
+                    .with_max_sessions(Some(10))
+                    .with_max_sessions_per_token(Some(3))
+                    .with_session_idle_timeout_secs(Some(9)),
+                Ok((10, 3, Duration::from_secs(9))),
+            ),
+            (
+                GatewayLimits::default().with_max_sessions_per_token(Some(1000)),
+                Ok((HttpOptions::MAX_SESSIONS, 1000, idle)),
+            ),
+            (
+                GatewayLimits::default()
+                    .with_max_sessions(Some(1))
+                    .with_max_sessions_per_token(Some(3)),
+                Err(LimitsError::PerTokenAboveTotal {
+                    per_token: 3,
+                    total: 1,
+                }),
+            ),
+        ];
+        for (limits, want) in table {
+            assert_eq!(caps(limits), want, "{limits:?}");
+        }
+        let refused = open()
+            .with_limits(
+                &GatewayLimits::default()
+                    .with_max_sessions(Some(1))
+                    .with_max_sessions_per_token(Some(3)),
+            )
+            .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "the per-token session cap (3, gateway.max_sessions_per_token) is larger than the total (1, gateway.max_sessions); lower it, or raise the total"
+        );
     }
 }

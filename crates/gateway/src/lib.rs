@@ -23,7 +23,7 @@ use rmcp::ServiceExt;
 pub use auth::{Auth, Caller, Token};
 pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;
-pub use http::HttpOptions;
+pub use http::{HttpOptions, LimitsError};
 pub use registry::SessionInfo;
 pub use tokens::{DefaultToken, GatewayToken, MIN_TOKEN_LEN, TokenError, resolve_tokens};
 

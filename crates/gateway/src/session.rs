@@ -301,12 +301,19 @@ impl ServerHandler for McpSession {
             self.gateway.inner.host.offers(),
         ))
         .with_server_info(Implementation::new("core-agent", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "core-agent: the tools of every configured MCP server, namespaced <server>_<tool>, \
-             behind core-agent's permission gate, with their prompts (<server>_<prompt>) and \
-             resources (core-agent://<server>/<uri>). Large results come back as a digest with \
-             a call_id; pass it to retrieve_raw for the raw payload.",
-        )
+        .with_instructions(match self.gateway.inner.host.catalog().naming() {
+            core_agent_mcp_policy::Naming::Bare => {
+                "core-agent: the tools, prompts and resources of one MCP server, under their own \
+                 names, behind core-agent's permission gate. Large results come back as a digest \
+                 with a call_id; pass it to retrieve_raw for the raw payload."
+            }
+            _ => {
+                "core-agent: the tools of every configured MCP server, namespaced <server>_<tool>, \
+                 behind core-agent's permission gate, with their prompts (<server>_<prompt>) and \
+                 resources (core-agent://<server>/<uri>). Large results come back as a digest \
+                 with a call_id; pass it to retrieve_raw for the raw payload."
+            }
+        })
     }
 
     async fn initialize(

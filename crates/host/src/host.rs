@@ -8,7 +8,7 @@ use core_agent_mcp_config::{
     BuiltinTools, Config, ConfigWarning, Env, LeftOut, Limits, ServerEntry,
 };
 use core_agent_mcp_policy::{
-    Annotations, Catalog, CatalogEntry, DiscoveredTool, ServerSummary, ServerTools,
+    Annotations, Catalog, CatalogEntry, DiscoveredTool, Naming, ServerSummary, ServerTools,
 };
 use core_agent_mcp_transport::model::Tool;
 use core_agent_mcp_transport::{Server, Servers, StartOptions, Status};
@@ -65,6 +65,12 @@ pub struct HostOptions {
     /// The front end's commands, named in messages that ask for a login
     /// or for accepting a changed tool; `None` says those steps in words.
     pub commands: Option<Arc<dyn crate::Commands>>,
+    /// How the catalog names tools: `<server>_<tool>` (the default), or the
+    /// servers' own names ([`Naming::Bare`], for a host of one server that
+    /// guards it transparently). The host's tools keep their names either
+    /// way: a server's tool named like one gets a suffix and a
+    /// `reserved-name` warning.
+    pub naming: Naming,
 }
 
 /// Where the survey tools look, and how much they return.
@@ -131,6 +137,12 @@ impl HostOptions {
     /// The front end's commands, named in the host's messages.
     pub fn with_commands(mut self, commands: Arc<dyn crate::Commands>) -> HostOptions {
         self.commands = Some(commands);
+        self
+    }
+
+    /// How the catalog names tools (see [`HostOptions::naming`]).
+    pub fn with_naming(mut self, naming: Naming) -> HostOptions {
+        self.naming = naming;
         self
     }
 }
@@ -546,6 +558,7 @@ impl Host {
         Catalog::builder()
             .with_reserved(BUILTINS)
             .with_verdicts(verdicts)
+            .with_naming(self.options.naming)
             .build(discovered.iter().map(|(s, e, tools)| ServerTools {
                 name: s.name(),
                 spec: &e.spec,

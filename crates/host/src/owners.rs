@@ -18,14 +18,30 @@ use core_agent_digest::{Entry, Store};
 /// another owner is refused here too.
 ///
 /// What is held here stays bounded: when the last session on an id is
-/// dropped, its owner is forgotten if the store keeps it, or if none of
-/// those sessions stored a payload. Sessions that come and go (a gateway's
-/// clients listing tools) leave nothing behind; one whose call was digested
-/// keeps its owner, so the same caller's later sessions still read it.
+/// dropped, its owner is forgotten if the store keeps it, or if the store
+/// holds no payload of it ([`Store::may_hold_payloads`]). Sessions that
+/// come and go (a gateway's clients listing tools) leave nothing behind;
+/// one whose call was digested keeps its owner while the store keeps its
+/// payloads, so the same caller's later sessions still read them, and
+/// another owner cannot claim the id and read them. Once a bounded store
+/// (such as `MemoryStore`) dropped them, the owner is forgotten at the next
+/// sweep: closed ids are swept whenever the ids held double, so owners
+/// grow with the payloads a store holds, not with the sessions ever opened.
 pub struct Owners {
     store: Arc<dyn Store>,
-    held: Mutex<HashMap<String, Held>>,
+    held: Mutex<Claims>,
 }
+
+/// The claims held, and when to sweep the closed ones next.
+#[derive(Debug, Default)]
+struct Claims {
+    by_session: HashMap<String, Held>,
+    /// Sweep when this many ids are held ([`SWEEP_FLOOR`] at least).
+    sweep_at: usize,
+}
+
+/// Fewer held ids than this are never swept.
+const SWEEP_FLOOR: usize = 64;
 
 /// One claimed session id.
 #[derive(Debug)]
@@ -58,7 +74,7 @@ impl Owners {
 
     /// The held claims; each change is one step, so a panic elsewhere
     /// leaves them usable.
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Held>> {
+    fn lock(&self) -> MutexGuard<'_, Claims> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -68,7 +84,7 @@ impl Owners {
     pub(crate) fn claim(&self, session: &str, owner: &str) -> bool {
         // Held across the store's answer, so two claims here cannot both win.
         let mut held = self.lock();
-        if let Some(claim) = held.get_mut(session) {
+        if let Some(claim) = held.by_session.get_mut(session) {
             if claim.owner != owner {
                 return false;
             }
@@ -87,7 +103,7 @@ impl Owners {
         if kept.as_deref().is_some_and(|kept| kept != owner) {
             return false;
         }
-        held.insert(
+        held.by_session.insert(
             session.to_owned(),
             Held {
                 owner: owner.to_owned(),
@@ -96,7 +112,20 @@ impl Owners {
                 kept: kept.is_some(),
             },
         );
+        if held.by_session.len() >= held.sweep_at.max(SWEEP_FLOOR) {
+            self.sweep(&mut held);
+        }
         true
+    }
+
+    /// Forgets the owners of closed ids whose payloads the store no longer
+    /// holds (a store that cannot say keeps them), and sets the next sweep
+    /// at twice what is left, so sweeping costs each claim O(1) on average.
+    fn sweep(&self, held: &mut Claims) {
+        held.by_session.retain(|session, claim| {
+            claim.holders > 0 || !matches!(self.store.may_hold_payloads(session), Ok(false))
+        });
+        held.sweep_at = held.by_session.len().saturating_mul(2);
     }
 
     /// Says that a session holding a claim on `session` is done with it
@@ -105,20 +134,24 @@ impl Owners {
     /// stored something.
     pub(crate) fn release(&self, session: &str, stored: bool) {
         let mut held = self.lock();
-        let Some(claim) = held.get_mut(session) else {
+        let Some(claim) = held.by_session.get_mut(session) else {
             return;
         };
         claim.holders = claim.holders.saturating_sub(1);
         claim.stored |= stored;
-        if claim.holders == 0 && (claim.kept || !claim.stored) {
-            held.remove(session);
+        if claim.holders == 0
+            && (claim.kept
+                || !claim.stored
+                || matches!(self.store.may_hold_payloads(session), Ok(false)))
+        {
+            held.by_session.remove(session);
         }
     }
 
     /// The owner of `session`: held here, or kept by the store (`None`
     /// when neither knows one, or the store cannot say).
     pub fn owner(&self, session: &str) -> Option<String> {
-        if let Some(claim) = self.lock().get(session) {
+        if let Some(claim) = self.lock().by_session.get(session) {
             return Some(claim.owner.clone());
         }
         self.store
@@ -131,7 +164,7 @@ impl Owners {
     /// How many session ids have their owner held here: what dropping
     /// sessions bounds.
     pub fn held(&self) -> usize {
-        self.lock().len()
+        self.lock().by_session.len()
     }
 }
 
@@ -161,8 +194,10 @@ mod tests {
 
     #[test]
     fn a_released_session_with_data_keeps_its_owner() {
-        let owners = in_memory();
+        let store = Arc::new(MemoryStore::new());
+        let owners = Owners::new(store.clone());
         assert!(owners.claim("s-raw", "alice"));
+        store.put(payload("call-1", "s-raw", 10)).unwrap();
         owners.release("s-raw", true);
         assert_eq!(owners.owner("s-raw").as_deref(), Some("alice"));
         // Another owner still cannot take it.
@@ -209,6 +244,96 @@ mod tests {
         assert_eq!(owners.owner("s").as_deref(), Some("alice"));
         assert_eq!(store.session_record("s").unwrap().unwrap().owner, None);
         assert_eq!(store.held().unwrap(), 22);
+    }
+
+    fn payload(call_id: &str, session: &str, bytes: usize) -> RawRecord {
+        RawRecord {
+            call_id: call_id.to_owned(),
+            session_id: session.to_owned(),
+            server: "demo".to_owned(),
+            tool: "list".to_owned(),
+            created_ms: 0,
+            payload: "x".repeat(bytes),
+        }
+    }
+
+    #[test]
+    fn an_owner_goes_once_the_store_dropped_its_sessions_payloads() {
+        // Room for one payload of about 100 bytes.
+        let store = Arc::new(MemoryStore::with_budget(150));
+        let owners = Owners::new(store.clone());
+        assert!(owners.claim("s1", "alice"));
+        store.put(payload("call-1", "s1", 80)).unwrap();
+        owners.release("s1", true);
+        // Its payload is there: the id stays alice's, so bob cannot read it.
+        assert_eq!(owners.owner("s1").as_deref(), Some("alice"));
+        assert!(!owners.claim("s1", "bob"));
+        // Another session's payload pushes s1's out of the store.
+        assert!(owners.claim("s2", "carol"));
+        store.put(payload("call-2", "s2", 80)).unwrap();
+        assert_eq!(store.get("call-1").unwrap(), None);
+        // A later claim of s1 by alice, released: nothing is left to guard.
+        assert!(owners.claim("s1", "alice"));
+        owners.release("s1", false);
+        assert_eq!(owners.owner("s1"), None);
+        // s2, still open, keeps its owner whatever its payloads.
+        assert_eq!(owners.owner("s2").as_deref(), Some("carol"));
+        owners.release("s2", true);
+        assert_eq!(owners.owner("s2").as_deref(), Some("carol"));
+        assert_eq!(owners.held(), 1);
+    }
+
+    #[test]
+    fn owners_stay_bounded_however_many_sessions_store_payloads() {
+        // Room for about ten payloads.
+        let store = Arc::new(MemoryStore::with_budget(1_000));
+        let owners = Owners::new(store.clone());
+        let mut most = 0;
+        for n in 0..10_000 {
+            let session = format!("s{n:05}");
+            assert!(owners.claim(&session, &format!("caller{}", n % 7)));
+            store
+                .put(payload(&format!("call-{n}"), &session, 80))
+                .unwrap();
+            owners.release(&session, true);
+            most = most.max(owners.held());
+        }
+        // Each held id still has a payload in the store, or waits for the
+        // next sweep, which comes before the ids held pass 64 or double.
+        assert!(most <= 2 * SWEEP_FLOOR, "held {most} owners at most");
+        // The newest session's payload is there, and so is its owner.
+        assert_eq!(owners.owner("s09999").as_deref(), Some("caller3"));
+        assert!(!owners.claim("s09999", "caller0"));
+        // The oldest's payload is long gone; so is its owner.
+        assert_eq!(owners.owner("s00000"), None);
+    }
+
+    /// A store that cannot say which payloads a session has keeps its
+    /// sessions' owners: forgetting one could let another caller read them.
+    #[test]
+    fn a_store_that_cannot_tell_keeps_the_owners_of_sessions_that_stored() {
+        struct Unknowing(MemoryStore);
+        impl Store for Unknowing {
+            fn append(&self, entry: Entry<'_>) -> core_agent_digest::Result<()> {
+                self.0.append(entry)
+            }
+            fn get(&self, call_id: &str) -> core_agent_digest::Result<Option<RawRecord>> {
+                self.0.get(call_id)
+            }
+            fn session_records(
+                &self,
+            ) -> core_agent_digest::Result<Vec<core_agent_digest::SessionRecord>> {
+                self.0.session_records()
+            }
+        }
+        let owners = Owners::new(Arc::new(Unknowing(MemoryStore::with_budget(10))));
+        for n in 0..200 {
+            let session = format!("s{n}");
+            assert!(owners.claim(&session, "alice"));
+            owners.release(&session, true);
+        }
+        assert_eq!(owners.held(), 200);
+        assert!(!owners.claim("s0", "bob"));
     }
 
     /// A session id claimed in a session database stays its first owner's

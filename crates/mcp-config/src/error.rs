@@ -38,6 +38,21 @@ pub enum Error {
         /// The name.
         server: String,
     },
+    /// A server was asked for by name, and no file configures one of that
+    /// name to start ([`Config::only`](crate::Config::only)).
+    #[error("{}", UnknownServer { name, files, configured, closest, left_out: left_out.as_deref() })]
+    UnknownServer {
+        /// The name asked for.
+        name: String,
+        /// The config files that were read (those that exist).
+        files: Vec<PathBuf>,
+        /// The servers they configure to start, sorted by name.
+        configured: Vec<String>,
+        /// The configured name closest to `name`, if any is close.
+        closest: Option<String>,
+        /// The server of that name that is configured but not started, and why.
+        left_out: Option<Box<crate::LeftOut>>,
+    },
     /// One or more files are valid JSON but break the schema.
     #[error("{}", Problems(problems))]
     Invalid {
@@ -84,6 +99,42 @@ impl fmt::Display for Problem {
             &self.pointer
         };
         write!(f, "{pointer}: {}; {}", self.message, self.fix)
+    }
+}
+
+struct UnknownServer<'a> {
+    name: &'a str,
+    files: &'a [PathBuf],
+    configured: &'a [String],
+    closest: &'a Option<String>,
+    left_out: Option<&'a crate::LeftOut>,
+}
+
+impl fmt::Display for UnknownServer<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = self.name;
+        if let Some(left_out) = self.left_out {
+            return write!(f, "{left_out}");
+        }
+        let files: Vec<String> = self.files.iter().map(|p| p.display().to_string()).collect();
+        let read = if files.is_empty() {
+            "no config file was found".to_owned()
+        } else {
+            format!("none in {}", files.join(", "))
+        };
+        write!(f, "no server named `{name}` is configured ({read})")?;
+        if let Some(closest) = self.closest {
+            write!(f, "; did you mean `{closest}`?")?;
+        }
+        if self.configured.is_empty() {
+            write!(f, "; add one to mcp.json first")
+        } else {
+            write!(
+                f,
+                "; the configured servers are: {}",
+                self.configured.join(", ")
+            )
+        }
     }
 }
 

@@ -45,6 +45,35 @@ impl Config {
         self.servers.iter().find(|s| s.name == name)
     }
 
+    /// This config with only the server called `name` to start (the left-out
+    /// servers dropped too), for a front end that serves or checks one.
+    ///
+    /// # Errors
+    /// [`Error::UnknownServer`](crate::Error::UnknownServer) when no server
+    /// of that name is to be started: it names the files read, the servers
+    /// they configure (with the closest name), or why that one is left out.
+    pub fn only(&self, name: &str) -> crate::Result<Config> {
+        if self.server(name).is_none() {
+            let configured: Vec<&str> = self.servers.iter().map(|s| s.name.as_str()).collect();
+            return Err(crate::Error::UnknownServer {
+                name: name.to_owned(),
+                files: self
+                    .files
+                    .iter()
+                    .filter(|f| f.found)
+                    .map(|f| f.path.clone())
+                    .collect(),
+                closest: crate::closest(name, &configured).map(str::to_owned),
+                configured: configured.iter().map(|s| (*s).to_owned()).collect(),
+                left_out: self.left_out_entry(name).cloned().map(Box::new),
+            });
+        }
+        let mut only = self.clone();
+        only.servers.retain(|s| s.name == name);
+        only.left_out.clear();
+        Ok(only)
+    }
+
     /// The left-out server called `name`, if any.
     pub fn left_out_entry(&self, name: &str) -> Option<&LeftOut> {
         self.left_out.iter().find(|s| s.name == name)

@@ -184,6 +184,50 @@ impl Layout {
 }
 
 #[test]
+fn only_keeps_one_server_or_says_which_are_configured() {
+    let layout = Layout::new(
+        Some(
+            r#"{"version": 1, "servers": {"demo": {"transport": "stdio", "command": "d"}, "docs": {"transport": "stdio", "command": "e"}}}"#,
+        ),
+        Some(r#"{"mcpServers": {"off": {"command": "o", "disabled": true}}}"#),
+        None,
+    );
+    let config = load(&layout.paths()).unwrap();
+    let only = config.only("demo").unwrap();
+    let names: Vec<&str> = only.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["demo"]);
+    assert!(only.left_out.is_empty());
+    let root = layout.dir.path().display().to_string();
+    let said = |name: &str| {
+        config
+            .only(name)
+            .unwrap_err()
+            .to_string()
+            .replace(&root, "<root>")
+    };
+    assert_eq!(
+        said("dmeo"),
+        "no server named `dmeo` is configured (none in <root>/.agents/mcp.json, <root>/.mcp.json); \
+         did you mean `demo`?; the configured servers are: demo, docs"
+    );
+    assert_eq!(
+        said("zzzzzzzz"),
+        "no server named `zzzzzzzz` is configured (none in <root>/.agents/mcp.json, <root>/.mcp.json); \
+         the configured servers are: demo, docs"
+    );
+    assert_eq!(
+        said("off"),
+        "<root>/.mcp.json: server `off`: disabled (\"disabled\": true); set it to false or remove it to start the server"
+    );
+    let empty = Layout::new(None, None, None);
+    let err = load(&empty.paths()).unwrap().only("demo").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no server named `demo` is configured (no config file was found); add one to mcp.json first"
+    );
+}
+
+#[test]
 fn three_files_merge_by_name_in_precedence_order() {
     let layout = Layout::new(
         Some(

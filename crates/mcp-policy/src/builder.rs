@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use core_agent_mcp_config::{PinMode, ServerSpec, TrustLevel};
 
 use crate::catalog::{Catalog, CatalogEntry, DiscoveredTool, Restricted, ServerTools};
-use crate::names::{disambiguated, fit, namespaced};
+use crate::names::{Naming, disambiguated, fit};
 use crate::pin::Verdict;
 use crate::summary::{LeftOutBy, ServerSummary};
 use crate::warning::Warning;
@@ -30,6 +30,7 @@ pub type Verdicts = BTreeMap<String, BTreeMap<String, Verdict>>;
 pub struct CatalogBuilder {
     reserved: BTreeSet<String>,
     verdicts: Verdicts,
+    naming: Naming,
 }
 
 impl CatalogBuilder {
@@ -54,6 +55,16 @@ impl CatalogBuilder {
         self
     }
 
+    /// How tools are named: `<server>_<tool>` ([`Naming::Prefixed`], the
+    /// default), or each server's own names ([`Naming::Bare`], for a
+    /// catalog of one server). Either way, names are then made valid,
+    /// unique and free of the reserved ones, so under `Bare` a tool named
+    /// like a built-in still gets a suffix and a `reserved-name` warning.
+    pub fn with_naming(mut self, naming: Naming) -> CatalogBuilder {
+        self.naming = naming;
+        self
+    }
+
     /// Builds the catalog: for each server, in the order given, the allowlist
     /// and blocklist filter the server's own names, the pin verdicts are
     /// applied, tools whose schema is too large are quarantined, `max_tools`
@@ -71,6 +82,7 @@ impl CatalogBuilder {
             };
             let server_entries = server_entries(
                 server,
+                self.naming,
                 self.verdicts.get(server.name),
                 &mut warnings,
                 &mut summary.left_out,
@@ -80,12 +92,13 @@ impl CatalogBuilder {
             entries.extend(server_entries);
         }
         name_entries(&mut entries, &mut warnings, &self.reserved);
-        Catalog::new(entries, warnings, summaries)
+        Catalog::new(entries, warnings, summaries, self.naming)
     }
 }
 
 fn server_entries(
     server: ServerTools<'_>,
+    naming: Naming,
     verdicts: Option<&BTreeMap<String, Verdict>>,
     warnings: &mut Vec<Warning>,
     left_out: &mut BTreeMap<LeftOutBy, usize>,
@@ -216,7 +229,7 @@ fn server_entries(
             };
             let (trust_levels, restricted) = trust_levels(spec, tool, read_only);
             CatalogEntry {
-                name: namespaced(server.name, &tool.name),
+                name: naming.name(server.name, &tool.name),
                 server: name.clone(),
                 tool: tool.name.clone(),
                 description,
@@ -744,6 +757,77 @@ mod tests {
                 renamed.name
             )
         );
+    }
+
+    #[test]
+    fn bare_naming_publishes_the_servers_own_names_under_the_same_rules() {
+        let mut s = spec();
+        s.limits.max_tools = 4;
+        s.limits.max_input_schema_bytes = 100;
+        s.tool_policies
+            .insert("divide".into(), vec![TrustLevel::Creator, TrustLevel::User]);
+        let big = DiscoveredTool::new("big", "", json!({"description": "x".repeat(200)}));
+        let tools = [
+            tool("divide"),
+            tool("get-env"),
+            tool("retrieve_raw"),
+            big,
+            tool("a.b"),
+            tool("a_b"),
+        ];
+        let c = Catalog::builder()
+            .with_reserved(["record_plan", "retrieve_raw"])
+            .with_naming(Naming::Bare)
+            .build([ServerTools {
+                name: "demo",
+                spec: &s,
+                tools: &tools,
+            }]);
+        assert_eq!(c.naming(), Naming::Bare);
+        let published: Vec<(&str, &str)> = c
+            .entries()
+            .iter()
+            .map(|e| (e.name.as_str(), e.tool.as_str()))
+            .collect();
+        let raw = c
+            .entries()
+            .iter()
+            .find(|e| e.tool == "retrieve_raw")
+            .unwrap();
+        assert!(raw.name.starts_with("retrieve_raw_"), "{}", raw.name);
+        // Own names, sanitized; the built-in's name stays free.
+        assert!(published.contains(&("divide", "divide")), "{published:?}");
+        assert!(published.contains(&("get_env", "get-env")), "{published:?}");
+        assert!(!published.iter().any(|(n, _)| *n == "retrieve_raw"));
+        // Past max_tools (4, after `big` is quarantined): `a_b` is left out.
+        assert!(published.contains(&("a_b", "a.b")), "{published:?}");
+        assert_eq!(published.len(), 4, "{published:?}");
+        // Trust levels follow the server's own tool name.
+        let divide = c.get("divide").unwrap();
+        assert_eq!(divide.trust_levels, [TrustLevel::Creator, TrustLevel::User]);
+        let kinds: Vec<&str> = c.warnings().iter().map(Warning::kind).collect();
+        assert_eq!(kinds, ["schema-size", "max-tools", "reserved-name"]);
+        // A withheld tool is found by the name it would have had.
+        assert_eq!(c.withheld("big").count(), 1);
+        assert_eq!(c.withheld("a_b").count(), 1);
+        assert_eq!(c.withheld("demo_big").count(), 0);
+        assert!(c.warnings()[0].withholds("demo_big"));
+        // Bare names of two servers that collide still get suffixes.
+        let both = Catalog::builder().with_naming(Naming::Bare).build([
+            ServerTools {
+                name: "one",
+                spec: &s,
+                tools: &[tool("same")],
+            },
+            ServerTools {
+                name: "two",
+                spec: &s,
+                tools: &[tool("same")],
+            },
+        ]);
+        let kinds: Vec<&str> = both.warnings().iter().map(Warning::kind).collect();
+        assert_eq!(kinds, ["name-collision"]);
+        assert!(both.entries().iter().all(|e| e.name.starts_with("same_")));
     }
 
     #[test]

@@ -142,6 +142,7 @@ pub struct Catalog {
     entries: Vec<CatalogEntry>,
     warnings: Vec<Warning>,
     summaries: BTreeMap<String, ServerSummary>,
+    naming: crate::Naming,
 }
 
 impl Catalog {
@@ -156,13 +157,28 @@ impl Catalog {
         mut entries: Vec<CatalogEntry>,
         warnings: Vec<Warning>,
         summaries: BTreeMap<String, ServerSummary>,
+        naming: crate::Naming,
     ) -> Catalog {
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         Catalog {
             entries,
             warnings,
             summaries,
+            naming,
         }
+    }
+
+    /// How its tools were named.
+    pub fn naming(&self) -> crate::Naming {
+        self.naming
+    }
+
+    /// The warning that left out of the catalog the tool that would be
+    /// published as `name` under its naming (see [`Warning::withholds`]).
+    pub fn withheld(&self, name: &str) -> impl Iterator<Item = &Warning> {
+        self.warnings
+            .iter()
+            .filter(move |w| w.withholds_under(name, self.naming))
     }
 
     /// How many of `server`'s tools are published and why the others are

@@ -12,7 +12,7 @@ pub use builder::{CatalogBuilder, Verdicts};
 pub use catalog::{Annotations, Catalog, CatalogEntry, DiscoveredTool, Restricted, ServerTools};
 pub use core_agent_mcp_config::PinMode;
 pub use core_agent_mcp_config::TrustLevel;
-pub use names::{MAX_NAME, namespaced, sanitize, unique_names};
+pub use names::{MAX_NAME, Naming, namespaced, sanitize, unique_names};
 pub use pin::{
     Change, ChangeKind, LOCK_VERSION, Lock, LockError, PinHashes, PinnedTool, PointerChange,
     ToolDefinition, Verdict, text_diff,

@@ -25,18 +25,51 @@ pub fn namespaced(server: &str, tool: &str) -> String {
     format!("{}_{}", sanitize(server), sanitize(tool))
 }
 
-/// The published names of `(server, name)` pairs under the rules tool
-/// names follow: namespaced and sanitized, a name several pairs share gets
-/// a suffix from each pair's identity, and a name over [`MAX_NAME`] is
-/// shortened. Prompts are named this way.
+/// How a catalog names its tools.
 ///
 /// ```
-/// let names = core_agent_mcp_policy::unique_names(&[("a-b", "c"), ("a", "b_c"), ("fs", "hi")]);
+/// use core_agent_mcp_policy::Naming;
+///
+/// assert_eq!(Naming::Prefixed.name("my-server", "get-env"), "my_server_get_env");
+/// assert_eq!(Naming::Bare.name("my-server", "get-env"), "get_env");
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Naming {
+    /// `<server>_<tool>` ([`namespaced`]): tools of many servers side by side.
+    #[default]
+    Prefixed,
+    /// The server's own tool name, sanitized: for a catalog of one server
+    /// served transparently. Names that collide still get a suffix.
+    Bare,
+}
+
+impl Naming {
+    /// The name a model sees for `tool` of `server` before collisions,
+    /// reserved names and length are handled.
+    pub fn name(self, server: &str, tool: &str) -> String {
+        match self {
+            Naming::Prefixed => namespaced(server, tool),
+            Naming::Bare => sanitize(tool),
+        }
+    }
+}
+
+/// The published names of `(server, name)` pairs under the rules tool
+/// names follow: named by `naming` and sanitized, a name several pairs
+/// share gets a suffix from each pair's identity, and a name over
+/// [`MAX_NAME`] is shortened. Prompts are named this way.
+///
+/// ```
+/// use core_agent_mcp_policy::{Naming, unique_names};
+///
+/// let names = unique_names(Naming::Prefixed, &[("a-b", "c"), ("a", "b_c"), ("fs", "hi")]);
 /// assert_eq!(names[2], "fs_hi");
 /// assert!(names[0].starts_with("a_b_c_") && names[0] != names[1]);
+/// assert_eq!(unique_names(Naming::Bare, &[("fs", "hi")]), ["hi"]);
 /// ```
-pub fn unique_names(pairs: &[(&str, &str)]) -> Vec<String> {
-    let names: Vec<String> = pairs.iter().map(|(s, n)| namespaced(s, n)).collect();
+pub fn unique_names(naming: Naming, pairs: &[(&str, &str)]) -> Vec<String> {
+    let names: Vec<String> = pairs.iter().map(|(s, n)| naming.name(s, n)).collect();
     let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for name in &names {
         *seen.entry(name.as_str()).or_default() += 1;

@@ -126,7 +126,12 @@ impl Warning {
     /// published as `name` (quarantined by its pin, unverifiable, a schema
     /// too large, past `max_tools`), so a call to `name` can say why.
     pub fn withholds(&self, name: &str) -> bool {
-        let is = |server: &str, tool: &str| crate::names::namespaced(server, tool) == name;
+        self.withholds_under(name, crate::Naming::Prefixed)
+    }
+
+    /// [`Warning::withholds`] in a catalog named by `naming`.
+    pub fn withholds_under(&self, name: &str, naming: crate::Naming) -> bool {
+        let is = |server: &str, tool: &str| naming.name(server, tool) == name;
         match self {
             Warning::ToolChanged {
                 server,

@@ -42,10 +42,7 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let mut options = StartOptions {
-        elicitor: Arc::new(AcceptDefaults),
-        ..StartOptions::default()
-    };
+    let mut options = StartOptions::default().with_elicitor(Arc::new(AcceptDefaults));
     let mut auth = None;
     // Lives until the end of main: the credentials are removed with it.
     let mut _credentials = None;
@@ -62,8 +59,9 @@ async fn main() -> ExitCode {
             eprintln!("{scenario}: login failed: {e}");
             return ExitCode::FAILURE;
         }
-        options.credentials = Some(credentials);
-        options.browser = Some(Arc::new(Headless));
+        options = options
+            .with_credentials(Some(credentials))
+            .with_browser(Some(Arc::new(Headless)));
         auth = Some(AuthSpec::OAuth(spec));
         _credentials = Some(dir);
     }

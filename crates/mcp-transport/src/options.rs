@@ -8,8 +8,20 @@ use crate::elicit::{Decline, Elicitor};
 use crate::restart::RestartPolicy;
 use crate::supervise::Supervisor;
 
-/// How servers are started.
+/// How servers are started. Start from [`StartOptions::default`] and change
+/// what you need with the `with_*` methods:
+///
+/// ```
+/// use std::time::Duration;
+/// use core_agent_mcp_transport::{RestartPolicy, StartOptions};
+///
+/// let options = StartOptions::default()
+///     .with_timeout(Duration::from_secs(10))
+///     .with_restart(Some(RestartPolicy::default()));
+/// assert_eq!(options.kill_grace, Duration::from_secs(3));
+/// ```
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct StartOptions {
     /// Limit on one server's start: spawn or connect, initialize, list every page of tools.
     pub timeout: Duration,
@@ -83,5 +95,67 @@ impl Default for StartOptions {
             #[cfg(feature = "oauth")]
             browser: None,
         }
+    }
+}
+
+impl StartOptions {
+    /// Limit on one server's start: spawn or connect, initialize, list every page of tools.
+    pub fn with_timeout(mut self, timeout: Duration) -> StartOptions {
+        self.timeout = timeout;
+        self
+    }
+
+    /// How long a stdio child gets between SIGTERM and SIGKILL at shutdown.
+    pub fn with_kill_grace(mut self, grace: Duration) -> StartOptions {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// Answers servers' elicitation requests.
+    pub fn with_elicitor(mut self, elicitor: Arc<dyn Elicitor>) -> StartOptions {
+        self.elicitor = elicitor;
+        self
+    }
+
+    /// The `clientInfo` sent in `initialize`: name and version.
+    pub fn with_client(
+        mut self,
+        name: impl Into<String>,
+        version: impl Into<String>,
+    ) -> StartOptions {
+        self.client_name = name.into();
+        self.client_version = version.into();
+        self
+    }
+
+    /// Start each stdio server under this supervisor; `None`: directly.
+    pub fn with_supervisor(mut self, supervisor: Option<Supervisor>) -> StartOptions {
+        self.supervisor = supervisor;
+        self
+    }
+
+    /// Start a server again when its connection ends; `None`: it stays down.
+    pub fn with_restart(mut self, restart: Option<RestartPolicy>) -> StartOptions {
+        self.restart = restart;
+        self
+    }
+
+    /// Where OAuth credentials are kept; `None`: every `auth.oauth` server
+    /// needs a login.
+    #[cfg(feature = "oauth")]
+    pub fn with_credentials(
+        mut self,
+        credentials: Option<crate::oauth::CredentialsDir>,
+    ) -> StartOptions {
+        self.credentials = credentials;
+        self
+    }
+
+    /// Shows the authorization page of an OAuth scope step-up; `None`: the
+    /// call fails, saying that a new login is needed.
+    #[cfg(feature = "oauth")]
+    pub fn with_browser(mut self, browser: Option<Arc<dyn crate::oauth::Browser>>) -> StartOptions {
+        self.browser = browser;
+        self
     }
 }

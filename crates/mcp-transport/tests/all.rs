@@ -86,10 +86,7 @@ fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 fn options(timeout: Duration) -> StartOptions {
-    StartOptions {
-        timeout,
-        ..StartOptions::default()
-    }
+    StartOptions::default().with_timeout(timeout)
 }
 
 async fn start(entries: &[ServerEntry], options: &StartOptions) -> Servers {
@@ -739,10 +736,7 @@ async fn a_servers_elicitation_is_answered_by_the_elicitor() {
         (recorder.clone(), json!({"action": "decline"})),
     ];
     for (elicitor, want) in table {
-        let options = StartOptions {
-            elicitor,
-            ..StartOptions::default()
-        };
+        let options = StartOptions::default().with_elicitor(elicitor);
         let servers = start(&[echo("asker", &[])], &options).await;
         let server = servers.get("asker").unwrap();
         let result = server.call_tool("ask", JsonObject::new(), CALL).await;
@@ -848,13 +842,10 @@ fn kill9(pid: i32) {
 
 /// Restarts after 10 ms, 20 ms, 40 ms …
 fn quick_restarts() -> StartOptions {
-    StartOptions {
-        restart: Some(RestartPolicy {
-            first_delay: Duration::from_millis(10),
-            ..RestartPolicy::default()
-        }),
-        ..StartOptions::default()
-    }
+    StartOptions::default().with_restart(Some(RestartPolicy {
+        first_delay: Duration::from_millis(10),
+        ..RestartPolicy::default()
+    }))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -993,10 +984,7 @@ async fn a_supervised_server_starts_fails_and_stops_like_a_direct_one() {
         stdio("missing", "/nonexistent/server", &[], &[]),
         stdio("dies", "sh", &["-c", "echo boom >&2; exit 3"], &[]),
     ];
-    let options = StartOptions {
-        supervisor: Some(supervisor()),
-        ..StartOptions::default()
-    };
+    let options = StartOptions::default().with_supervisor(Some(supervisor()));
     let servers = start(&entries, &options).await;
     let family = servers.get("family").unwrap();
     assert_eq!(family.status(), Status::Connected, "{:?}", family.error());

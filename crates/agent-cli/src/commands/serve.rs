@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use core_agent_gateway::{
     Auth, DefaultToken, Gateway, GatewayLimits, GatewayOptions, GatewayToken, HttpOptions,
-    resolve_tokens,
+    LimitsError, resolve_tokens,
 };
 use core_agent_host::Host;
 use core_agent_mcp_config::{Env, TrustLevel};
+use core_agent_mcp_policy::Naming;
 
 use crate::cli::{Global, ModeArg, ServeCommand};
 use crate::render::report_ready;
@@ -43,7 +44,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     // stdout may be the MCP channel: never live lines.
     let screen = Screen::new(false);
     let Launch {
-        config,
+        mut config,
         mut options,
         pricing,
         gateway_tokens,
@@ -56,7 +57,6 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     };
     // Long-lived runs bring a crashed server back; a one-shot call does not.
     options.start.restart = Some(restart_policy());
-    let env = config.dotenv.over_process();
     let ServeCommand {
         http,
         no_auth,
@@ -66,7 +66,20 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         session_idle_timeout,
         mode,
         parent_model,
+        server,
     } = command;
+    // One server, transparently: only it starts, under its own tool names.
+    if let Some(name) = &server {
+        config = match config.only(name) {
+            Ok(only) => only,
+            Err(e) => {
+                eprintln!("core-agent: serve --server: {e}");
+                return USAGE;
+            }
+        };
+        options.naming = Naming::Bare;
+    }
+    let env = config.dotenv.over_process();
     // Backends' elicitations and sampling go to the client whose call
     // caused them, and they see the clients' roots.
     let elicitations = core_agent_gateway::ElicitRouter::new(Duration::from_secs(120));
@@ -155,12 +168,14 @@ async fn serve(
             return USAGE;
         }
     };
-    let mut http = HttpOptions::new(auth);
+    let mut http = match HttpOptions::new(auth).with_limits(&args.limits) {
+        Ok(http) => http,
+        Err(e) => {
+            eprintln!("core-agent: serve: {}", limits_error(&e));
+            return USAGE;
+        }
+    };
     http.allowed_hosts.extend(args.allow_hosts.iter().cloned());
-    if let Err(message) = limit_sessions(&mut http, &args.limits) {
-        eprintln!("core-agent: serve: {message}");
-        return USAGE;
-    }
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -207,27 +222,15 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Applies the session caps and the idle timeout; a per-token cap above the
-/// total, both set, is refused (it could never be reached).
-fn limit_sessions(http: &mut HttpOptions, limits: &GatewayLimits) -> Result<(), String> {
-    if let (Some(total), Some(per_token)) = (limits.max_sessions, limits.max_sessions_per_token)
-        && per_token > total
-    {
-        return Err(format!(
+/// The gateway's refusal of the session caps, worded with the flags that
+/// set them beside the `config.json` keys.
+fn limits_error(e: &LimitsError) -> String {
+    match e {
+        LimitsError::PerTokenAboveTotal { per_token, total } => format!(
             "the per-token session cap ({per_token}, gateway.max_sessions_per_token or --max-sessions-per-token) is larger than the total ({total}, gateway.max_sessions or --max-sessions); lower it, or raise the total"
-        ));
+        ),
+        other => other.to_string(),
     }
-    if let Some(total) = limits.max_sessions {
-        http.max_sessions = total;
-        http.max_sessions_per_token = http.max_sessions_per_token.min(total);
-    }
-    if let Some(per_token) = limits.max_sessions_per_token {
-        http.max_sessions_per_token = per_token;
-    }
-    if let Some(secs) = limits.session_idle_timeout_secs {
-        http.session_idle = Duration::from_secs(secs);
-    }
-    Ok(())
 }
 
 /// Who may connect: nobody checked (`--no-auth`, loopback only), else the

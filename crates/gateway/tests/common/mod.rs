@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 
 use core_agent_mcp_config::{Dialect, Scope, ServerEntry, ServerSpec, StdioSpec, Transport};
 
-/// The `demo_server` example, built beside the test binaries.
+/// The `gateway_demo_server` example, built beside the test binaries.
 pub(crate) fn demo_server() -> String {
     let exe = std::env::current_exe().unwrap();
     let debug = exe.parent().unwrap().parent().unwrap();
-    let path = debug.join("examples").join("demo_server");
+    let path = debug.join("examples").join("gateway_demo_server");
     assert!(path.exists(), "{} is missing", path.display());
     path.display().to_string()
 }

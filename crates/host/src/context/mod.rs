@@ -26,6 +26,8 @@ use core_agent_mcp_transport::model::{
 };
 use core_agent_mcp_transport::{Notice, NoticeSink, Server};
 
+use core_agent_mcp_policy::Naming;
+
 use crate::{Error, Host, Result};
 
 pub use uri::{URI_PREFIX, origin_of, public_uri};
@@ -116,6 +118,28 @@ impl ContextState {
 }
 
 impl Host {
+    /// The URI a caller sees for `uri` of `server`: behind
+    /// `core-agent://<server>/` ([`public_uri`]), or the server's own when
+    /// the catalog names things as one server does ([`Naming::Bare`]).
+    pub fn resource_uri(&self, server: &str, uri: &str) -> String {
+        match self.options.naming {
+            Naming::Bare => uri.to_owned(),
+            _ => public_uri(server, uri),
+        }
+    }
+
+    /// The server and its own URI behind a URI a caller sees.
+    fn origin<'a>(&self, public: &'a str) -> Option<(String, &'a str)> {
+        match self.options.naming {
+            Naming::Bare => self
+                .servers
+                .iter()
+                .next()
+                .map(|s| (s.name().to_owned(), public)),
+            _ => origin_of(public),
+        }
+    }
+
     /// What the servers say outside any request (resources and prompts
     /// that changed, log messages), from now on. A listener that falls
     /// more than 1024 notices behind loses the oldest
@@ -187,7 +211,7 @@ impl Host {
         for (server, listing) in servers.iter().zip(listed) {
             match listing {
                 Ok(listing) => out.extend(listing.items.into_iter().map(|mut r| {
-                    r.uri = public_uri(server.name(), &r.uri);
+                    r.uri = self.resource_uri(server.name(), &r.uri);
                     r
                 })),
                 Err(e) => tracing::warn!("resources of `{}` left out: {e}", server.name()),
@@ -206,7 +230,7 @@ impl Host {
         for (server, listing) in servers.iter().zip(listed) {
             match listing {
                 Ok(listing) => out.extend(listing.items.into_iter().map(|mut t| {
-                    t.uri_template = public_uri(server.name(), &t.uri_template);
+                    t.uri_template = self.resource_uri(server.name(), &t.uri_template);
                     t
                 })),
                 Err(e) => tracing::warn!("resource templates of `{}` left out: {e}", server.name()),
@@ -226,7 +250,7 @@ impl Host {
             uri: public.to_owned(),
             hint,
         };
-        let Some((name, uri)) = origin_of(public) else {
+        let Some((name, uri)) = self.origin(public) else {
             return Err(unknown(format!(
                 "the gateway's resource URIs look like `{URI_PREFIX}<server>/<the server's own URI>`; list them with resources/list"
             )));
@@ -285,7 +309,7 @@ impl Host {
     /// Ends one subscription to `public`; the server hears the last one end.
     /// A URI without subscriptions is no error.
     pub async fn unsubscribe_resource(&self, public: &str) -> Result<()> {
-        let Some((name, uri)) = origin_of(public) else {
+        let Some((name, uri)) = self.origin(public) else {
             return Ok(());
         };
         let key = (name, uri.to_owned());

@@ -1,6 +1,7 @@
 //! Prompts under public names: `<server>_<prompt>`, named like tools
-//! ([`core_agent_mcp_policy::unique_names`]), and each `prompts/get` routed
-//! back to its server under the server's own name.
+//! ([`core_agent_mcp_policy::unique_names`]), or the server's own names
+//! when one server is served as itself; each `prompts/get` routed back to
+//! its server under the server's own name.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use core_agent_mcp_transport::model::{
     ContentBlock, GetPromptResult, JsonObject, Prompt, ResourceContents,
 };
 
-use super::{Offered, public_uri};
+use super::Offered;
 use crate::{Error, Host, Result, Session};
 
 /// One prompt as a caller sees it.
@@ -56,7 +57,14 @@ impl Host {
             .iter()
             .map(|(s, p)| (s.name(), p.name.as_str()))
             .collect();
-        let names = core_agent_mcp_policy::unique_names(&pairs);
+        // One server's prompts, served as that server: its own names,
+        // unique already (prompt names have no character rules to meet).
+        let names = match self.options.naming {
+            core_agent_mcp_policy::Naming::Bare => {
+                pairs.iter().map(|(_, name)| (*name).to_owned()).collect()
+            }
+            naming => core_agent_mcp_policy::unique_names(naming, &pairs),
+        };
         listed
             .into_iter()
             .zip(names)
@@ -167,10 +175,10 @@ impl Session {
         for message in &mut result.messages {
             match &mut message.content {
                 ContentBlock::Resource(embedded) => {
-                    publish_uri(server.name(), &mut embedded.resource);
+                    publish_uri(host, server.name(), &mut embedded.resource);
                 }
                 ContentBlock::ResourceLink(link) => {
-                    link.uri = public_uri(server.name(), &link.uri);
+                    link.uri = host.resource_uri(server.name(), &link.uri);
                 }
                 _ => {}
             }
@@ -179,11 +187,14 @@ impl Session {
     }
 }
 
-/// Puts the URI of embedded resource contents of `server` under its public URI.
-pub(crate) fn publish_uri(server: &str, contents: &mut ResourceContents) {
+/// Puts the URI of embedded resource contents of `server` under the URI a
+/// caller sees.
+pub(crate) fn publish_uri(host: &Host, server: &str, contents: &mut ResourceContents) {
     match contents {
         ResourceContents::TextResourceContents { uri, .. }
-        | ResourceContents::BlobResourceContents { uri, .. } => *uri = public_uri(server, uri),
+        | ResourceContents::BlobResourceContents { uri, .. } => {
+            *uri = host.resource_uri(server, uri);
+        }
         _ => {}
     }
 }

@@ -21,7 +21,7 @@ impl Session {
         let (server, own) = self.host.resource_route(self.level, uri)?;
         let mut result = server.read_resource(own).await?;
         for contents in &mut result.contents {
-            publish_uri(server.name(), contents);
+            publish_uri(&self.host, server.name(), contents);
         }
         let max = server.limits().max_result_bytes;
         if let Some(digest) = &self.digest

@@ -30,12 +30,11 @@ pub(crate) fn resolve(
         Some(route) => Ok(Route::Mcp(route.clone())),
         // Why a tool is missing is told to the creator and to callers who
         // may see other tools of that server; others hear of no such tool.
-        None => match published.catalog.warnings().iter().find(|w| {
-            w.withholds(name)
-                && (level == TrustLevel::Creator
-                    || w.server().is_some_and(|server| {
-                        published.catalog.visible(level).any(|e| e.server == server)
-                    }))
+        None => match published.catalog.withheld(name).find(|w| {
+            level == TrustLevel::Creator
+                || w.server().is_some_and(|server| {
+                    published.catalog.visible(level).any(|e| e.server == server)
+                })
         }) {
             Some(warning) => Err(Error::Withheld {
                 name: name.to_owned(),

@@ -70,8 +70,10 @@ impl Browser for Headless {
     }
 }
 
-/// How a login runs.
+/// How a login runs. Start from [`LoginOptions::default`] and change what
+/// you need with the `with_*` methods.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct LoginOptions {
     /// The name registered for the client (dynamic registration).
     pub client_name: String,
@@ -89,6 +91,27 @@ impl Default for LoginOptions {
             timeout: Duration::from_secs(300),
             headers: Vec::new(),
         }
+    }
+}
+
+impl LoginOptions {
+    /// The name registered for the client (dynamic registration).
+    pub fn with_client_name(mut self, name: impl Into<String>) -> LoginOptions {
+        self.client_name = name.into();
+        self
+    }
+
+    /// How long to wait for the redirect.
+    pub fn with_timeout(mut self, timeout: Duration) -> LoginOptions {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Static headers of the server (not `Authorization`), sent with the
+    /// probe that asks for its challenge.
+    pub fn with_headers(mut self, headers: Vec<(String, String)>) -> LoginOptions {
+        self.headers = headers;
+        self
     }
 }
 

@@ -25,8 +25,10 @@ pub use store::{CredentialFile, CredentialsDir};
 pub(crate) use token::OAuthTokens;
 
 /// `auth.oauth` with its placeholders expanded: what the login flow and the
-/// token source need.
+/// token source need. Built by [`OAuthSettings::from_spec`], or from
+/// [`OAuthSettings::default`] with the `with_*` methods.
 #[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OAuthSettings {
     /// Scopes to request; empty lets the server's challenge and metadata decide.
     pub scopes: Vec<String>,
@@ -66,6 +68,36 @@ impl OAuthSettings {
             client_metadata_url: spec.client_metadata_url.clone(),
             callback_port: spec.callback_port,
         }
+    }
+
+    /// Scopes to request; empty lets the server's challenge and metadata decide.
+    pub fn with_scopes(mut self, scopes: Vec<String>) -> OAuthSettings {
+        self.scopes = scopes;
+        self
+    }
+
+    /// A pre-registered client.
+    pub fn with_client_id(mut self, client_id: Option<String>) -> OAuthSettings {
+        self.client_id = client_id;
+        self
+    }
+
+    /// The pre-registered client's secret.
+    pub fn with_client_secret(mut self, secret: Option<String>) -> OAuthSettings {
+        self.client_secret = secret;
+        self
+    }
+
+    /// The URL of a client ID metadata document.
+    pub fn with_client_metadata_url(mut self, url: Option<String>) -> OAuthSettings {
+        self.client_metadata_url = url;
+        self
+    }
+
+    /// The loopback port of the redirect; `None` picks a free one.
+    pub fn with_callback_port(mut self, port: Option<u16>) -> OAuthSettings {
+        self.callback_port = port;
+        self
     }
 }
 

@@ -94,15 +94,12 @@ async fn login(config: &Config, name: &str, no_browser: bool, timeout: Duration)
         return FAILED;
     };
     let file = dir.file(name, &http.url);
-    let options = LoginOptions {
-        timeout,
-        headers: http
-            .headers
+    let options = LoginOptions::default().with_timeout(timeout).with_headers(
+        http.headers
             .iter()
             .map(|(k, t)| (k.clone(), t.expand(&env).value))
             .collect(),
-        ..LoginOptions::default()
-    };
+    );
     let browser = SystemBrowser {
         open: !no_browser && SystemBrowser::interactive().open,
     };
