@@ -39,6 +39,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod checks;
+mod conformance_server;
 mod json;
 
 /// The client scenarios that must pass: the four non-auth ones, the tier-1
@@ -76,7 +77,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("deps") => deps().map(|_| ()),
         Some("test") => test(&args[1..]),
-        Some("conformance") => conformance(),
+        // The client scenarios, then the server scenarios (both run; the first error is told).
+        Some("conformance") => conformance().and(conformance_server::run_suite()),
+        Some("conformance-server") => conformance_server::run_suite(),
         Some("ci") => ci(),
         Some("features") => checks::features(),
         Some("doc") => checks::doc(),
