@@ -228,6 +228,36 @@ async fn a_2026_client_needs_no_session_and_its_lists_carry_caching_hints() {
         assert_eq!(listed["cacheScope"], "private", "{method}: {listed}");
     }
 
+    // A backend tool's `x-mcp-header` parameter must come as its header too.
+    let call = json!({"name": "ref_test_custom_header", "arguments": {"value": "Hello"}});
+    let unmirrored = client.post(8, "tools/call", call.clone()).await;
+    assert_eq!(unmirrored.status(), 400);
+    let refused: Value = serde_json::from_str(&unmirrored.text().await.unwrap()).unwrap();
+    assert_eq!(refused["error"]["code"], -32020, "{refused}");
+    let mut request = call;
+    request["_meta"] = meta();
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": request});
+    let mirrored = client
+        .http
+        .post(&client.url)
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", REVISION)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "ref_test_custom_header")
+        .header("mcp-param-value", "Hello")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mirrored.status(), 200);
+    let answer = Frames::new(mirrored)
+        .next(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "Hello", "{answer}");
+
     // A read keeps the backend's freshness but is never public.
     let read = client
         .result(

@@ -37,6 +37,8 @@ const NAME_FREE: &[&str] = &[
     "caching",
     "dns-rebinding-protection",
     "http-header-validation",
+    // It uses whichever listed tool has an `x-mcp-header` parameter.
+    "http-custom-header-server-validation",
     "server-sse-polling",
     "server-sse-multiple-streams",
     "logging-set-level",
@@ -81,8 +83,6 @@ const DELIBERATE: &[(&str, &str, &str)] = &[
     // The input-required (SEP-2322) tools are the suite's names too, and
     // the gateway asks a 2026-07-28 client only for its own approvals.
     ("2026-07-28", "input-required-result-*", "*"),
-    // `Mcp-Param-*` headers are checked against the suite's tool by name.
-    ("2026-07-28", "http-custom-header-server-validation", "*"),
 ];
 
 /// Where a scenario's outcome falls.
@@ -387,15 +387,20 @@ fn suite_run(
 /// The scenario of a result directory `server-<scenario>-<ISO timestamp>`.
 fn scenario_name(dir: &str) -> String {
     let dir = dir.strip_prefix("server-").unwrap_or(dir);
-    // The timestamp starts with the year: cut at the last `-20` followed by digits.
+    // The timestamp is `-YYYY-MM-DDT…`: cut at the first one.
     let bytes = dir.as_bytes();
-    let mut cut = dir.len();
-    for i in (0..dir.len().saturating_sub(4)).rev() {
-        if bytes[i] == b'-' && dir[i + 1..].starts_with("20") && bytes[i + 3].is_ascii_digit() {
-            cut = i;
-            break;
-        }
-    }
+    let digits = |range: std::ops::Range<usize>| range.clone().all(|i| bytes[i].is_ascii_digit());
+    let cut = (0..dir.len().saturating_sub(11))
+        .find(|&i| {
+            bytes[i] == b'-'
+                && digits(i + 1..i + 5)
+                && bytes[i + 5] == b'-'
+                && digits(i + 6..i + 8)
+                && bytes[i + 8] == b'-'
+                && digits(i + 9..i + 11)
+                && bytes[i + 11] == b'T'
+        })
+        .unwrap_or(dir.len());
     dir[..cut].to_owned()
 }
 
@@ -491,6 +496,10 @@ mod tests {
         assert_eq!(
             scenario_name("server-input-required-result-multi-round-2026-12-01T10-00-00-000Z"),
             "input-required-result-multi-round"
+        );
+        assert_eq!(
+            scenario_name("server-prompts-get-simple-2026-12-02T08-12-02-205Z"),
+            "prompts-get-simple"
         );
         assert_eq!(scenario_name("ping"), "ping");
     }

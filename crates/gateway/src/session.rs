@@ -275,6 +275,16 @@ impl ServerHandler for McpSession {
         )
     }
 
+    /// A backend tool's definition, for rmcp's check of a 2026-07-28
+    /// request's `Mcp-Param-*` headers against the parameters its schema
+    /// marks `x-mcp-header` (the call itself is gated as always).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let catalog = self.gateway.inner.host.catalog();
+        catalog
+            .get(name)
+            .map(|entry| mcp_tool(ToolReport::from(entry)))
+    }
+
     async fn initialize(
         &self,
         request: InitializeRequestParams,
