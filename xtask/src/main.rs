@@ -43,6 +43,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 mod checks;
+mod conformance_server;
 mod json;
 
 /// The specification revisions whose client requirement sets the suite
@@ -62,7 +63,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("deps") => deps().map(|_| ()),
         Some("test") => test(&args[1..]),
-        Some("conformance") => conformance(),
+        // The client scenarios, then the server scenarios (both run; the first error is told).
+        Some("conformance") => conformance().and(conformance_server::run_suite()),
+        Some("conformance-server") => conformance_server::run_suite(),
         Some("ci") => ci(),
         Some("features") => checks::features(),
         Some("doc") => checks::doc(),

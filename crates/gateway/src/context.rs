@@ -14,9 +14,10 @@ use core_agent_host::{Error as HostError, Host, Offered, Offers};
 use core_agent_mcp_config::TrustLevel;
 use core_agent_mcp_transport::{Error as CallError, Notice};
 use rmcp::model::{
-    ErrorCode, LoggingLevel, LoggingMessageNotificationParam, PromptsCapability,
-    ResourceUpdatedNotificationParam, ResourcesCapability, ServerCapabilities,
+    CacheScope, ErrorCode, LoggingLevel, LoggingMessageNotificationParam, PromptsCapability,
+    ReadResourceResult, ResourceUpdatedNotificationParam, ResourcesCapability, ServerCapabilities,
 };
+use rmcp::service::SubscriptionContext;
 use rmcp::{ErrorData, Peer, RoleServer};
 
 use crate::elicit::ElicitRouter;
@@ -49,6 +50,97 @@ pub(crate) fn capabilities(offers: Offers) -> ServerCapabilities {
         capabilities.completions = Some(Default::default());
     }
     capabilities
+}
+
+/// The caching hints (SEP-2549) on the lists the gateway serves: fresh for
+/// no time, and for the requesting user only. The lists are the catalog of
+/// the moment, which changes whenever a backend's does (a backend tells of
+/// a change after it happened, never before): any positive time could keep
+/// a client on a list past its change. Clients that want to cache listen
+/// instead (`tools/list_changed` and the like, on their session or on
+/// `subscriptions/listen`); what a caller sees depends on its token's
+/// trust level, hence `private`.
+pub(crate) fn cache_hints() -> (u64, CacheScope) {
+    (0, CacheScope::Private)
+}
+
+/// A backend's `resources/read` result with the gateway's caching hints: the
+/// backend's freshness when it gave one (it owns the resource), else none;
+/// always `private` (what a caller may read depends on its token).
+pub(crate) fn cache_read(result: &mut ReadResourceResult) {
+    let (ttl, scope) = cache_hints();
+    result.ttl_ms = Some(result.ttl_ms.unwrap_or(ttl));
+    result.cache_scope = Some(scope);
+}
+
+/// Serves one `subscriptions/listen` (2026-07-28) for a caller at `level`:
+/// `tools/list_changed` when the catalog changes, the prompt and resource
+/// list changes of the backends it may see, and updates of the public
+/// resource URIs it subscribed to (each subscribed at its backend while the
+/// stream lives), each as the accepted filter allows; until the client
+/// cancels or goes away, or the host stops.
+pub(crate) async fn listen(host: &Arc<Host>, level: TrustLevel, context: SubscriptionContext) {
+    let accepted = context.accepted().clone();
+    let sink = context.sink().clone();
+    let mut changes = host.subscribe();
+    changes.borrow_and_update();
+    let mut notices = host.notices();
+    let mut subscribed = Vec::new();
+    for uri in accepted.resource_subscriptions.iter().flatten() {
+        match host.subscribe_resource(level, uri).await {
+            Ok(()) => subscribed.push(uri.clone()),
+            Err(e) => tracing::debug!("subscriptions/listen: cannot subscribe to {uri}: {e}"),
+        }
+    }
+    let tools = accepted.tools_list_changed == Some(true);
+    let prompts = accepted.prompts_list_changed == Some(true);
+    let resources = accepted.resources_list_changed == Some(true);
+    let mut tools_open = true;
+    loop {
+        let sent = tokio::select! {
+            () = context.cancelled() => break,
+            changed = changes.changed(), if tools_open => match changed {
+                Ok(()) if tools => sink.notify_tool_list_changed().await,
+                Ok(()) => Ok(()),
+                Err(_) => {
+                    tools_open = false;
+                    Ok(())
+                }
+            },
+            notice = notices.recv() => match notice {
+                Ok(notice) => {
+                    let offered = |what| host.offers_to(notice.server(), level, what);
+                    match &notice {
+                        Notice::PromptsChanged { .. } if prompts && offered(Offered::Prompts) => {
+                            sink.notify_prompt_list_changed().await
+                        }
+                        Notice::ResourcesChanged { .. }
+                            if resources && offered(Offered::Resources) =>
+                        {
+                            sink.notify_resource_list_changed().await
+                        }
+                        Notice::ResourceUpdated { server, uri } => {
+                            let public = public_uri(server, uri);
+                            if subscribed.contains(&public) {
+                                sink.notify_resource_updated(public).await
+                            } else {
+                                Ok(())
+                            }
+                        }
+                        _ => Ok(()),
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Ok(()),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            },
+        };
+        if sent.is_err() {
+            break;
+        }
+    }
+    for uri in subscribed {
+        let _ = host.unsubscribe_resource(&uri).await;
+    }
 }
 
 /// A host error on a resources, prompts or completion request, as the

@@ -12,14 +12,14 @@ use rmcp::model::{
     ContentBlock, DiscoverResult, GetPromptRequestParams, GetPromptResponse, Implementation,
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig, Tool,
-    ToolAnnotations,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig, SubscriptionFilter,
+    Tool, ToolAnnotations,
 };
 #[allow(deprecated)] // MCP logging (SEP-2577), which clients still read
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
 #[allow(deprecated)] // legacy subscriptions, which clients below 2026-07-28 speak
 use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::Gateway;
@@ -316,6 +316,16 @@ impl ServerHandler for McpSession {
         })
     }
 
+    /// A backend tool's definition, for rmcp's check of a 2026-07-28
+    /// request's `Mcp-Param-*` headers against the parameters its schema
+    /// marks `x-mcp-header` (the call itself is gated as always).
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        let catalog = self.gateway.inner.host.catalog();
+        catalog
+            .get(name)
+            .map(|entry| mcp_tool(ToolReport::from(entry)))
+    }
+
     async fn initialize(
         &self,
         request: InitializeRequestParams,
@@ -336,6 +346,21 @@ impl ServerHandler for McpSession {
         ))
     }
 
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    /// A 2026-07-28 client's `subscriptions/listen`: the catalog's changes
+    /// and the backends' notices it asked for, until it goes away.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let level = self.caller(context.request_context())?.trust_level;
+        crate::context::listen(&self.gateway.inner.host, level, context).await;
+        Ok(())
+    }
+
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -344,7 +369,10 @@ impl ServerHandler for McpSession {
         let level = self.caller(&cx)?.trust_level;
         self.wait_for_servers().await;
         let resources = self.gateway.inner.host.resources(level).await;
-        Ok(ListResourcesResult::with_all_items(resources))
+        let (ttl, scope) = crate::context::cache_hints();
+        Ok(ListResourcesResult::with_all_items(resources)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(scope))
     }
 
     async fn list_resource_templates(
@@ -355,7 +383,10 @@ impl ServerHandler for McpSession {
         let level = self.caller(&cx)?.trust_level;
         self.wait_for_servers().await;
         let templates = self.gateway.inner.host.resource_templates(level).await;
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        let (ttl, scope) = crate::context::cache_hints();
+        Ok(ListResourceTemplatesResult::with_all_items(templates)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(scope))
     }
 
     async fn read_resource(
@@ -372,6 +403,7 @@ impl ServerHandler for McpSession {
             .await
             .map_err(crate::context::protocol_error)?;
         result.result_type.get_or_insert(ResultType::COMPLETE);
+        crate::context::cache_read(&mut result);
         Ok(result.into())
     }
 
@@ -432,7 +464,10 @@ impl ServerHandler for McpSession {
         let level = self.caller(&cx)?.trust_level;
         self.wait_for_servers().await;
         let prompts = self.gateway.inner.host.prompts(level).await;
-        Ok(ListPromptsResult::with_all_items(prompts))
+        let (ttl, scope) = crate::context::cache_hints();
+        Ok(ListPromptsResult::with_all_items(prompts)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(scope))
     }
 
     async fn get_prompt(
@@ -491,7 +526,10 @@ impl ServerHandler for McpSession {
             .into_iter()
             .map(mcp_tool)
             .collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let (ttl, scope) = crate::context::cache_hints();
+        Ok(ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(ttl)
+            .with_cache_scope(scope))
     }
 
     async fn call_tool(
