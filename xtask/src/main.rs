@@ -253,6 +253,7 @@ fn test(extra: &[String]) -> Result<()> {
         .env("CORE_AGENT_TEST_DEPS", &dir);
     run(cmd, "cargo test")?;
     conformance()?;
+    conformance_server::run_suite()?;
     fuzz(&[
         "all".to_owned(),
         "--seconds".to_owned(),

@@ -120,7 +120,7 @@ pub(crate) async fn listen(host: &Arc<Host>, level: TrustLevel, context: Subscri
                             sink.notify_resource_list_changed().await
                         }
                         Notice::ResourceUpdated { server, uri } => {
-                            let public = public_uri(server, uri);
+                            let public = host.resource_uri(server, uri);
                             if subscribed.contains(&public) {
                                 sink.notify_resource_updated(public).await
                             } else {

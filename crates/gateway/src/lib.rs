@@ -8,6 +8,7 @@ mod http;
 mod limits;
 mod prompt;
 mod registry;
+mod relay;
 mod session;
 mod tokens;
 
@@ -139,6 +140,9 @@ struct Inner {
     log_levels: context::LogLevels,
     /// Numbers the sessions, for `log_levels`.
     next_session: std::sync::atomic::AtomicU64,
+    /// Seals the states of backends' questions relayed to 2026-07-28
+    /// clients (`None`: no randomness, so they are not relayed).
+    relay_key: Option<relay::StateKey>,
 }
 
 impl Gateway {
@@ -151,6 +155,7 @@ impl Gateway {
                 registry: Arc::default(),
                 log_levels: context::LogLevels::new(),
                 next_session: std::sync::atomic::AtomicU64::new(0),
+                relay_key: relay::StateKey::random(),
             }),
         }
     }

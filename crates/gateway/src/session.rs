@@ -166,6 +166,73 @@ impl McpSession {
 }
 
 impl McpSession {
+    /// The retry of a backend's question relayed for `what` (a sealed
+    /// state of this gateway's, with the client's answers), when this is
+    /// one; a state that does not open is refused.
+    fn resume(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        what: &str,
+        responses: &Option<rmcp::model::InputResponses>,
+        state: &Option<String>,
+    ) -> Result<Option<core_agent_mcp_transport::Resume>, ErrorData> {
+        let (Some(key), Some(state)) = (&self.gateway.inner.relay_key, state) else {
+            return Ok(None);
+        };
+        if !sessionless(cx) {
+            return Ok(None);
+        }
+        match key.open(what, state) {
+            Some(relayed) => Ok(Some(core_agent_mcp_transport::Resume::new(
+                responses.clone(),
+                relayed.backend,
+            ))),
+            None => Err(ErrorData::invalid_params(
+                "requestState failed its integrity check: send back the one this request's result gave",
+                None,
+            )),
+        }
+    }
+
+    /// Runs `request` (for `what`), relaying a backend's questions to a
+    /// client without sessions: its result, or the input-required result
+    /// to answer, under the gateway's sealed state.
+    async fn relay<T>(
+        &self,
+        cx: &RequestContext<RoleServer>,
+        what: &str,
+        resume: Option<core_agent_mcp_transport::Resume>,
+        request: impl std::future::Future<Output = Result<T, HostError>>,
+    ) -> Result<Result<T, rmcp::model::InputRequiredResult>, ErrorData> {
+        let key = self
+            .gateway
+            .inner
+            .relay_key
+            .as_ref()
+            .filter(|_| sessionless(cx));
+        let outcome = match key {
+            Some(_) => core_agent_mcp_transport::relaying(resume, request).await,
+            None => request.await,
+        };
+        match (outcome, key) {
+            (Ok(value), _) => Ok(Ok(value)),
+            (
+                Err(HostError::Call(core_agent_mcp_transport::Error::InputRequired {
+                    mut asked,
+                    ..
+                })),
+                Some(key),
+            ) => {
+                if let Some(missing) = undeclared(&mut asked, cx) {
+                    return Err(ErrorData::missing_required_client_capability(missing));
+                }
+                asked.request_state = Some(key.seal(what, asked.request_state.as_deref()));
+                Ok(Err(*asked))
+            }
+            (Err(e), _) => Err(crate::context::protocol_error(e)),
+        }
+    }
+
     /// Lists the client's roots, when it declared them and a router passes
     /// them to the backends, and tells the backends they changed.
     #[allow(deprecated)] // roots (SEP-2577), which clients still declare
@@ -279,6 +346,38 @@ fn refusal(e: &HostError, elicits: bool) -> Result<CallToolResponse, ErrorData> 
 /// 2026-07-28 and later: no `initialize`, metadata on every request).
 fn sessionless(cx: &RequestContext<RoleServer>) -> bool {
     cx.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
+/// Leaves out of `asked` the input requests the client did not declare it
+/// answers (the backend sees the gateway's capabilities, not the
+/// client's); when that leaves none of several, the capabilities they
+/// needed.
+#[allow(deprecated)] // sampling and roots (SEP-2577), which clients still declare
+fn undeclared(
+    asked: &mut rmcp::model::InputRequiredResult,
+    cx: &RequestContext<RoleServer>,
+) -> Option<rmcp::model::ClientCapabilities> {
+    use rmcp::model::InputRequest;
+    let declared = cx.client_capabilities().unwrap_or_default();
+    let requests = asked.input_requests.as_mut()?;
+    let mut missing = rmcp::model::ClientCapabilities::default();
+    let before = requests.len();
+    requests.retain(|_, request| match request {
+        InputRequest::Elicitation(_) if declared.elicitation.is_none() => {
+            missing.elicitation = Some(Default::default());
+            false
+        }
+        InputRequest::CreateMessage(_) if declared.sampling.is_none() => {
+            missing.sampling = Some(Default::default());
+            false
+        }
+        InputRequest::ListRoots(_) if declared.roots.is_none() => {
+            missing.roots = Some(Default::default());
+            false
+        }
+        _ => true,
+    });
+    (before > 0 && requests.is_empty()).then_some(missing)
 }
 
 /// Whether the client declared that it answers elicitations.
@@ -397,11 +496,13 @@ impl ServerHandler for McpSession {
         let live = self.live(&cx, None)?;
         self.wait_for_servers().await;
         let _in_flight = self.gateway.inner.registry.call_started();
-        let mut result = live
-            .session
-            .read_resource(&request.uri)
-            .await
-            .map_err(crate::context::protocol_error)?;
+        let what = format!("resources/read {}", request.uri);
+        let resume = self.resume(&cx, &what, &request.input_responses, &request.request_state)?;
+        let read = live.session.read_resource(&request.uri);
+        let mut result = match self.relay(&cx, &what, resume, read).await? {
+            Ok(result) => result,
+            Err(asked) => return Ok(asked.into()),
+        };
         result.result_type.get_or_insert(ResultType::COMPLETE);
         crate::context::cache_read(&mut result);
         Ok(result.into())
@@ -477,11 +578,13 @@ impl ServerHandler for McpSession {
     ) -> Result<GetPromptResponse, ErrorData> {
         let live = self.live(&cx, None)?;
         self.wait_for_servers().await;
-        let mut result = live
-            .session
-            .get_prompt(&request.name, request.arguments)
-            .await
-            .map_err(crate::context::protocol_error)?;
+        let what = format!("prompts/get {}", request.name);
+        let resume = self.resume(&cx, &what, &request.input_responses, &request.request_state)?;
+        let get = live.session.get_prompt(&request.name, request.arguments);
+        let mut result = match self.relay(&cx, &what, resume, get).await? {
+            Ok(result) => result,
+            Err(asked) => return Ok(asked.into()),
+        };
         result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result.into())
     }
@@ -537,7 +640,26 @@ impl ServerHandler for McpSession {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let answered = approval_answer(request.input_responses.as_ref());
+        // The retry of a backend's question relayed to this client carries
+        // the gateway's sealed state: the gate allowed the call already.
+        let relayed = match (&self.gateway.inner.relay_key, &request.request_state) {
+            (Some(key), Some(state)) if sessionless(&cx) => match key.open(&request.name, state) {
+                Some(relayed) => Some(relayed),
+                // Only this gateway's sealed states come back to it: one
+                // that does not open was changed (or made up).
+                None => {
+                    return Err(ErrorData::invalid_params(
+                        "requestState failed its integrity check: send back the one this call's result gave",
+                        None,
+                    ));
+                }
+            },
+            _ => None,
+        };
+        let answered = match &relayed {
+            Some(_) => Some(true),
+            None => approval_answer(request.input_responses.as_ref()),
+        };
         let live = self.live(&cx, answered)?;
         let _in_flight = self.gateway.inner.registry.call_started();
         // While it runs, the backend's own elicitations come to this client.
@@ -595,6 +717,19 @@ impl ServerHandler for McpSession {
                 None => live.session.call(&request.name, arguments).await,
             }
         };
+        // A client without sessions hears a backend's questions in the
+        // result, and answers them on its retry.
+        let relaying = sessionless(&cx) && self.gateway.inner.relay_key.is_some();
+        let resume = relayed.map(|r| {
+            core_agent_mcp_transport::Resume::new(request.input_responses.clone(), r.backend)
+        });
+        let call = async {
+            if relaying {
+                core_agent_mcp_transport::relaying(resume, call).await
+            } else {
+                call.await
+            }
+        };
         let outcome = tokio::select! {
             outcome = call => outcome,
             () = cx.ct.cancelled() => {
@@ -607,6 +742,26 @@ impl ServerHandler for McpSession {
         }
         match outcome {
             Ok(result) => Ok(complete(result)),
+            Err(HostError::Call(core_agent_mcp_transport::Error::InputRequired {
+                mut asked,
+                ..
+            })) => match &self.gateway.inner.relay_key {
+                Some(key) => {
+                    // What the client did not declare it cannot answer:
+                    // those requests are left out, and when nothing is
+                    // left the call fails naming the capabilities.
+                    if let Some(missing) = undeclared(&mut asked, &cx) {
+                        return Err(ErrorData::missing_required_client_capability(missing));
+                    }
+                    asked.request_state =
+                        Some(key.seal(&request.name, asked.request_state.as_deref()));
+                    Ok((*asked).into())
+                }
+                None => Err(ErrorData::internal_error(
+                    "a backend asked for input that cannot be relayed",
+                    None,
+                )),
+            },
             Err(HostError::Denied {
                 unanswered_ask: true,
                 ..

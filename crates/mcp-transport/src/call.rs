@@ -18,7 +18,7 @@ use crate::live::{Cancels, Connection, Live};
 
 /// At most this many `input_required` answers to one call before it
 /// counts as failed: a server that keeps asking never gets a loop.
-const MAX_INPUT_ROUNDS: usize = 8;
+pub(crate) const MAX_INPUT_ROUNDS: usize = 8;
 
 /// Calls `tool` on `server`, connected as `live`, with `arguments`, passing
 /// each progress update the server sends about it to `progress`: waits
@@ -52,10 +52,24 @@ pub(crate) async fn call(
         tool: tool.to_owned(),
         after: timeout,
     };
+    // Under `relaying`, the server's questions go back to the caller, and
+    // a retry's answers come with the first request.
+    let relay = crate::relay::relayed();
+    if let Some(Some(resume)) = &relay {
+        params.input_responses = resume.responses.clone();
+        params.request_state = resume.state.clone();
+    }
     let rounds = async {
         for _ in 0..MAX_INPUT_ROUNDS {
             match round(live, &conn, server, tool, params.clone(), progress).await? {
                 ServerResult::CallToolResult(result) => return Ok(result),
+                ServerResult::InputRequiredResult(asked) if relay.is_some() => {
+                    return Err(Error::InputRequired {
+                        server: server.to_owned(),
+                        tool: tool.to_owned(),
+                        asked: Box::new(asked),
+                    });
+                }
                 ServerResult::InputRequiredResult(asked) => {
                     let (responses, state) = answer(&conn, server, tool, asked).await?;
                     params.input_responses = responses;
@@ -144,7 +158,7 @@ async fn round(
 /// one, it fails the call). A result that asks for nothing and carries no
 /// state is a protocol error (a retry would be the same request again).
 #[allow(deprecated)] // sampling and roots (SEP-2577), which servers still use
-async fn answer(
+pub(crate) async fn answer(
     conn: &Connection,
     server: &str,
     tool: &str,

@@ -170,6 +170,18 @@ pub enum Error {
         /// The server's message.
         message: String,
     },
+    /// The server asked for input (`input_required`) in a call made under
+    /// [`crate::relaying`]: its requests, for the caller to put to its own
+    /// client and send back with [`crate::Resume`].
+    #[error("`{tool}` on server `{server}` asked for input the caller must give")]
+    InputRequired {
+        /// The server.
+        server: String,
+        /// The server's name for the tool.
+        tool: String,
+        /// What it asked, and its `requestState`.
+        asked: Box<rmcp::model::InputRequiredResult>,
+    },
     /// The server does not offer what was asked (it did not declare the
     /// capability in its handshake).
     #[error("server `{server}` does not offer {what}")]

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::model::{
-    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, JsonObject,
-    PaginatedRequestParams, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, JsonObject, PaginatedRequestParams, Prompt, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities,
 };
 #[allow(deprecated)]
 // MCP logging (SEP-2577) and legacy subscriptions, which servers still speak
@@ -21,6 +21,7 @@ use rmcp::model::{
 };
 
 use crate::error::{Error, Result};
+use crate::live::Connection;
 use crate::server::Server;
 
 /// Something a server said outside the result of a request: a resource it
@@ -81,6 +82,42 @@ pub struct Listing<T> {
     pub items: Vec<T>,
     /// The listing stopped at `max_pages` while the server had more.
     pub truncated: bool,
+}
+
+/// How a request run by `Server::request` went wrong.
+enum Failure {
+    /// The request failed (a JSON-RPC error, the transport).
+    Service(rmcp::ServiceError),
+    /// The server asked for input, under `relaying`.
+    Asked(rmcp::model::InputRequiredResult),
+    /// Answering the server's questions failed.
+    Ours(Error),
+}
+
+/// Puts a relayed retry's answers and state into a request's `responses`
+/// and `state`; true when the calls are relayed (a server's questions go
+/// back to the caller rather than being answered here).
+fn resume(responses: &mut Option<rmcp::model::InputResponses>, state: &mut Option<String>) -> bool {
+    match crate::relay::relayed() {
+        Some(Some(resume)) => {
+            *responses = resume.responses;
+            *state = resume.state;
+            true
+        }
+        Some(None) => true,
+        None => false,
+    }
+}
+
+fn too_many_rounds(server: &str, what: &str) -> Error {
+    Error::Call {
+        server: server.to_owned(),
+        tool: what.to_owned(),
+        message: format!(
+            "the server still asked for input after {} rounds of answers",
+            crate::call::MAX_INPUT_ROUNDS
+        ),
+    }
 }
 
 /// Which part of a server's capabilities a request needs.
@@ -183,12 +220,31 @@ impl Server {
 
     /// `resources/read` of `uri` (the server's own).
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult> {
-        let params = ReadResourceRequestParams::new(uri.to_owned());
-        self.request(
-            format!("resources/read {uri}"),
-            Offer::Resources,
-            |peer| async move { peer.read_resource(params).await },
-        )
+        let mut params = ReadResourceRequestParams::new(uri.to_owned());
+        let what = format!("resources/read {uri}");
+        let server = self.name().to_owned();
+        self.request(what.clone(), Offer::Resources, |conn| async move {
+            let relay = resume(&mut params.input_responses, &mut params.request_state);
+            for _ in 0..crate::call::MAX_INPUT_ROUNDS {
+                let asked = match conn.peer.read_resource_once(params.clone()).await {
+                    Ok(ReadResourceResponse::Complete(result)) => return Ok(result),
+                    Ok(ReadResourceResponse::InputRequired(asked)) => asked,
+                    Ok(_) => {
+                        return Err(Failure::Service(rmcp::ServiceError::UnexpectedResponse));
+                    }
+                    Err(e) => return Err(Failure::Service(e)),
+                };
+                if relay {
+                    return Err(Failure::Asked(asked));
+                }
+                let (responses, state) = crate::call::answer(&conn, &server, &what, asked)
+                    .await
+                    .map_err(Failure::Ours)?;
+                params.input_responses = responses;
+                params.request_state = state;
+            }
+            Err(Failure::Ours(too_many_rounds(&server, &what)))
+        })
         .await
     }
 
@@ -219,7 +275,7 @@ impl Server {
         self.request(
             format!("resources/subscribe {uri}"),
             Offer::Subscriptions,
-            |peer| async move { peer.subscribe(params).await },
+            |conn| async move { conn.peer.subscribe(params).await.map_err(Failure::Service) },
         )
         .await
     }
@@ -242,7 +298,12 @@ impl Server {
         self.request(
             format!("resources/unsubscribe {uri}"),
             Offer::Subscriptions,
-            |peer| async move { peer.unsubscribe(params).await },
+            |conn| async move {
+                conn.peer
+                    .unsubscribe(params)
+                    .await
+                    .map_err(Failure::Service)
+            },
         )
         .await
     }
@@ -264,11 +325,30 @@ impl Server {
     ) -> Result<GetPromptResult> {
         let mut params = GetPromptRequestParams::new(name.to_owned());
         params.arguments = arguments;
-        self.request(
-            format!("prompts/get {name}"),
-            Offer::Prompts,
-            |peer| async move { peer.get_prompt(params).await },
-        )
+        let what = format!("prompts/get {name}");
+        let server = self.name().to_owned();
+        self.request(what.clone(), Offer::Prompts, |conn| async move {
+            let relay = resume(&mut params.input_responses, &mut params.request_state);
+            for _ in 0..crate::call::MAX_INPUT_ROUNDS {
+                let asked = match conn.peer.get_prompt_once(params.clone()).await {
+                    Ok(GetPromptResponse::Complete(result)) => return Ok(result),
+                    Ok(GetPromptResponse::InputRequired(asked)) => asked,
+                    Ok(_) => {
+                        return Err(Failure::Service(rmcp::ServiceError::UnexpectedResponse));
+                    }
+                    Err(e) => return Err(Failure::Service(e)),
+                };
+                if relay {
+                    return Err(Failure::Asked(asked));
+                }
+                let (responses, state) = crate::call::answer(&conn, &server, &what, asked)
+                    .await
+                    .map_err(Failure::Ours)?;
+                params.input_responses = responses;
+                params.request_state = state;
+            }
+            Err(Failure::Ours(too_many_rounds(&server, &what)))
+        })
         .await
     }
 
@@ -277,7 +357,7 @@ impl Server {
         self.request(
             "completion/complete".to_owned(),
             Offer::Completions,
-            |peer| async move { peer.complete(params).await },
+            |conn| async move { conn.peer.complete(params).await.map_err(Failure::Service) },
         )
         .await
     }
@@ -289,7 +369,7 @@ impl Server {
         self.request(
             "logging/setLevel".to_owned(),
             Offer::Logging,
-            |peer| async move { peer.set_level(params).await },
+            |conn| async move { conn.peer.set_level(params).await.map_err(Failure::Service) },
         )
         .await
     }
@@ -302,12 +382,13 @@ impl Server {
         Fut: Future<Output = std::result::Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,
     {
         let max_pages = self.limits().max_pages.max(1);
-        self.request(what.to_owned(), offer, |peer| async move {
+        self.request(what.to_owned(), offer, |conn| async move {
+            let peer = conn.peer.clone();
             let mut items = Vec::new();
             let mut cursor = None;
             for _ in 0..max_pages {
                 let params = PaginatedRequestParams::default().with_cursor(cursor);
-                let (more, next) = page(peer.clone(), params).await?;
+                let (more, next) = page(peer.clone(), params).await.map_err(Failure::Service)?;
                 items.extend(more);
                 match next {
                     Some(next) => cursor = Some(next),
@@ -332,8 +413,8 @@ impl Server {
     /// server's call timeout.
     async fn request<T, F, Fut>(&self, what: String, offer: Offer, request: F) -> Result<T>
     where
-        F: FnOnce(rmcp::Peer<RoleClient>) -> Fut,
-        Fut: Future<Output = std::result::Result<T, rmcp::ServiceError>>,
+        F: FnOnce(Arc<Connection>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, Failure>>,
     {
         let server = self.name().to_owned();
         let Some(live) = self.live() else {
@@ -351,16 +432,24 @@ impl Server {
         let Ok(_slot) = live.slots.clone().acquire_owned().await else {
             return Err(Error::NotConnected { server });
         };
-        match tokio::time::timeout(timeout, request(conn.peer.clone())).await {
+        match tokio::time::timeout(timeout, request(conn.clone())).await {
             Ok(Ok(value)) => Ok(value),
-            Ok(Err(rmcp::ServiceError::McpError(e))) => Err(Error::Refused {
+            Ok(Err(Failure::Ours(e))) => Err(e),
+            Ok(Err(Failure::Asked(asked))) => Err(Error::InputRequired {
+                server,
+                tool: what,
+                asked: Box::new(asked),
+            }),
+            Ok(Err(Failure::Service(rmcp::ServiceError::McpError(e)))) => Err(Error::Refused {
                 server,
                 what,
                 code: e.code.0,
                 message: e.message.into_owned(),
             }),
             // A connection lost under it says what happened to the server.
-            Ok(Err(e)) => Err(crate::call::failed(&server, &conn, &what, e).await),
+            Ok(Err(Failure::Service(e))) => {
+                Err(crate::call::failed(&server, &conn, &what, e).await)
+            }
             Err(_) => Err(Error::Timeout {
                 server,
                 tool: what,

@@ -15,6 +15,7 @@ mod live;
 #[cfg(feature = "oauth")]
 pub mod oauth;
 mod options;
+mod relay;
 mod restart;
 mod sampling;
 mod server;
@@ -29,6 +30,7 @@ pub use error::{Error, Result, StartError};
 pub use features::{Listing, Notice, NoticeSink};
 pub use handler::{Progress, ProgressSink};
 pub use options::StartOptions;
+pub use relay::{Resume, relaying};
 pub use restart::RestartPolicy;
 pub use sampling::{FixedRoots, Roots, Sampler};
 pub use server::{OnReady, Server, Status};
