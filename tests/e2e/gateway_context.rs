@@ -125,7 +125,12 @@ fn compare(direct: &Value, gateway: &Value) {
         .map(|m| &m["logger"])
         .collect();
     assert!(!loggers.is_empty(), "{why}");
-    assert!(loggers.iter().all(|l| *l == "everything"), "{why}");
+    assert!(
+        loggers.iter().all(|l| l
+            .as_str()
+            .is_some_and(|l| l == "everything" || l.starts_with("everything/"))),
+        "{why}"
+    );
 }
 
 /// The resources, templates, reads, prompts, completions and errors a
@@ -356,6 +361,17 @@ fn a_backends_sampling_goes_through_the_gate_to_the_client_and_the_clients_roots
     assert_eq!(
         allowed["sampling_requests"], direct["sampling_requests"],
         "{allowed}"
+    );
+    // Allowed, but this client did not declare sampling: never forwarded.
+    let undeclared = observe(
+        p.path(),
+        json!({"sample_undeclared": true, "list_only": true, "try_read": "none", "prefix": PREFIX}),
+        &serve_over_stdio(&p, &[]),
+    );
+    let sampled = undeclared["sampled"].as_str().unwrap_or_default();
+    assert!(
+        sampled.starts_with("error:") && sampled.contains("did not declare sampling"),
+        "{undeclared}"
     );
 }
 
