@@ -670,3 +670,30 @@ fn a_client_without_a_session_sees_over_http_what_a_session_sees_directly() {
     assert_eq!(gateway.stop(), 130, "{stderr}");
     compare_core(&direct, &stateless, false);
 }
+
+#[test]
+fn a_clients_log_level_reaches_a_backend_on_2026_07_28_in_each_calls_meta() {
+    // The reference server speaks 2026-07-28 to the gateway, where there
+    // is no `logging/setLevel`: its `test_logging_tool` logs at the level
+    // the call's `_meta` carries.
+    let p = Project::new(&json!({
+        "version": 1,
+        "servers": {"ref": {"transport": "stdio", "command": bin("ref-server"), "args": ["stdio"]}},
+    }));
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"allow": ["mcp:*"]}}).to_string(),
+    );
+    let seen = observe(
+        p.path(),
+        json!({"log_tool": "test_logging_tool"}),
+        &serve_over_stdio(&p, &["--server", "ref"]),
+    );
+    assert_eq!(seen["called"], json!("Logging tool done"), "{seen}");
+    let logs = seen["log_messages"].as_array().unwrap();
+    assert!(
+        logs.iter()
+            .any(|m| m["level"] == "debug" && m["logger"] == "ref/ref-server"),
+        "{seen}"
+    );
+}

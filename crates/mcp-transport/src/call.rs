@@ -113,6 +113,16 @@ async fn round(
     params: CallToolRequestParams,
     progress: Option<&ProgressSink>,
 ) -> Result<ServerResult> {
+    // On 2026-07-28 the log level travels with each request.
+    let mut params = params;
+    if conn.listener.is_some()
+        && let Some(level) = live.log_level.lock().ok().and_then(|l| *l)
+    {
+        params
+            .meta
+            .get_or_insert_with(Default::default)
+            .set_log_level(level);
+    }
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = match conn
         .peer

@@ -362,9 +362,19 @@ impl Server {
         .await
     }
 
-    /// `logging/setLevel`: the server sends log messages at `level` and above.
+    /// `logging/setLevel`: the server sends log messages at `level` and
+    /// above. On 2026-07-28, which has no `logging/setLevel`, the level goes
+    /// in the `_meta` of each later tool call instead.
     #[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
     pub async fn set_log_level(&self, level: LoggingLevel) -> Result<()> {
+        if let Some(live) = self.live() {
+            if let Ok(mut kept) = live.log_level.lock() {
+                *kept = Some(level);
+            }
+            if live.connection().listener.is_some() {
+                return Ok(());
+            }
+        }
         let params = SetLevelRequestParams::new(level);
         self.request(
             "logging/setLevel".to_owned(),

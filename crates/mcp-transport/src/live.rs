@@ -33,6 +33,10 @@ pub(crate) struct Live {
     pub(crate) monitor: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Cancellations of abandoned calls, still being sent.
     pub(crate) cancels: Cancels,
+    /// The log level asked for (`Server::set_log_level`): sent in each
+    /// call's `_meta` on 2026-07-28, which has no `logging/setLevel`.
+    #[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
+    pub(crate) log_level: std::sync::Mutex<Option<rmcp::model::LoggingLevel>>,
 }
 
 impl Live {
@@ -54,6 +58,7 @@ impl Live {
             closed: std::sync::atomic::AtomicBool::new(false),
             monitor: std::sync::Mutex::new(None),
             cancels: Cancels::default(),
+            log_level: std::sync::Mutex::new(None),
         }
     }
 
