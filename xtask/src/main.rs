@@ -809,6 +809,7 @@ fn bench_gateway() -> Result<()> {
         ("hop", "one MCP hop alone"),
         ("stdio", "gateway, stdio"),
         ("http", "gateway, HTTP"),
+        ("stateless", "gateway, sessionless"),
     ];
     let limit = |bench: &str| match bench {
         "stdio" => Some(GATEWAY_STDIO_ADDED_US),
@@ -848,6 +849,19 @@ fn bench_gateway() -> Result<()> {
         );
     }
 
+    for (group, label) in [
+        ("gateway_sequential", "sequential"),
+        ("gateway_concurrent", "4 in flight"),
+    ] {
+        let session = ns(group, "http", "mean")?;
+        let stateless = ns(group, "stateless", "mean")?;
+        println!(
+            "\nHTTP without a session (2026-07-28) vs in a session (2025-11-25), {label}: {:.0} vs {:.0} calls/s, ratio {:.3}",
+            1e9 / stateless,
+            1e9 / session,
+            session / stateless
+        );
+    }
     println!(
         "\nresources/read and prompts/get, one at a time {:>10} {:>10} {:>10}",
         "req/s", "vs bare", "added µs"

@@ -20,7 +20,11 @@
 //! - `stdio`: an rmcp client speaking to `Gateway::serve_io` over a duplex
 //!   pipe: the host path plus one more MCP hop;
 //! - `http`: an rmcp client on `Gateway::serve_http`: the host path plus
-//!   MCP over streamable HTTP (bearer token checked on every request).
+//!   MCP over streamable HTTP (bearer token checked on every request), in
+//!   a session (protocol 2025-11-25);
+//! - `stateless`: the same over protocol 2026-07-28, with no session (each
+//!   request carries its metadata, and the gateway opens a host session
+//!   per request).
 //!
 //! The host has the digest on at its default threshold (as `core-agent
 //! serve` runs), and the gate allows `mcp:bench_*` by pattern in mode `ask`
@@ -203,6 +207,19 @@ async fn http_client(http: &reqwest::Client, url: &str) -> RunningService<RoleCl
     ().serve(transport).await.unwrap()
 }
 
+/// An rmcp streamable HTTP client of the gateway at `url` that speaks
+/// 2026-07-28 (`server/discover`, no session: every request stands alone).
+async fn stateless_client(http: &reqwest::Client, url: &str) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(TOKEN);
+    let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+    let lifecycle = rmcp::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::LATEST],
+    };
+    rmcp::service::serve_client_with_lifecycle((), transport, lifecycle)
+        .await
+        .unwrap()
+}
+
 /// How a call reaches the server.
 #[derive(Clone, Copy)]
 enum Route<'a> {
@@ -316,17 +333,20 @@ fn calls(c: &mut Criterion) {
     // One pooled reqwest client for every HTTP session.
     let pool = reqwest::Client::builder().no_proxy().build().unwrap();
     let http = rt.block_on(http_client(&pool, &url));
+    let stateless = rt.block_on(stateless_client(&pool, &url));
 
     let bare_peer = bare_client.peer().clone();
     let stdio_peer = stdio.peer().clone();
     let http_peer = http.peer().clone();
     let hop_peer = hop.peer().clone();
+    let stateless_peer = stateless.peer().clone();
     let paths = [
         ("bare", Route::Client(&bare_peer, "divide")),
         ("host", Route::Host(&session)),
         ("hop", Route::Client(&hop_peer, "divide")),
         ("stdio", Route::Client(&stdio_peer, "bench_divide")),
         ("http", Route::Client(&http_peer, "bench_divide")),
+        ("stateless", Route::Client(&stateless_peer, "bench_divide")),
     ];
 
     // Every path answers, and the same way, before anything is timed.
@@ -395,7 +415,8 @@ fn calls(c: &mut Criterion) {
     }
 
     rt.block_on(async {
-        drop((bare_peer, stdio_peer, http_peer, hop_peer));
+        drop((bare_peer, stdio_peer, http_peer, hop_peer, stateless_peer));
+        let _ = stateless.cancel().await;
         let _ = hop.cancel().await;
         let _ = http.cancel().await;
         let _ = stdio.cancel().await;
