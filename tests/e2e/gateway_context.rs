@@ -21,13 +21,35 @@ use crate::gateway_clients::{HttpGateway, TOKEN};
 const PREFIX: &str = "everything_";
 const URI_PREFIX: &str = "core-agent://everything/";
 
-/// Runs the context client with `options` against `target` (`stdio DIR
-/// COMMAND ARGS…` or `http URL TOKEN`) and returns what it saw.
+/// Runs the Python SDK's context client with `options` against `target`
+/// (`stdio DIR COMMAND ARGS…` or `http URL TOKEN`) and returns what it saw.
 fn observe(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
+    let mut cmd = Command::new(python());
+    cmd.arg(root().join("tests/fixture/context_client.py"));
+    run_client(cmd, dir, options, target)
+}
+
+/// Runs the TypeScript SDK's context client the same way.
+fn observe_ts(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
+    let mut cmd = Command::new(node());
+    cmd.arg(root().join("tests/fixture/context_client.mjs"))
+        .env("MCP_SDK_DIR", ts_sdk());
+    run_client(cmd, dir, options, target)
+}
+
+/// Runs `client` (an interpreter and its script) with `options` and
+/// `target`, at most 150 s, and returns the JSON it printed.
+fn run_client(client: Command, dir: &std::path::Path, options: Value, target: &[String]) -> Value {
     let mut cmd = Command::new("timeout");
-    cmd.arg("150").arg(python());
+    cmd.arg("150")
+        .arg(client.get_program())
+        .args(client.get_args());
+    for (key, value) in client.get_envs() {
+        if let Some(value) = value {
+            cmd.env(key, value);
+        }
+    }
     hermetic(&mut cmd)
-        .arg(root().join("tests/fixture/context_client.py"))
         .arg(options.to_string())
         .args(target)
         .current_dir(dir)
@@ -433,36 +455,6 @@ fn a_hostile_backend_is_bounded_and_the_other_servers_are_unaffected() {
             .is_some_and(|t| t.contains("Features")),
         "{seen}"
     );
-}
-
-/// Runs the TypeScript SDK's context client with `options` against `target`.
-fn observe_ts(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
-    let mut cmd = Command::new("timeout");
-    cmd.arg("150").arg(node());
-    hermetic(&mut cmd)
-        .arg(root().join("tests/fixture/context_client.mjs"))
-        .arg(options.to_string())
-        .args(target)
-        .current_dir(dir)
-        .env("MCP_SDK_DIR", ts_sdk())
-        .env("HOME", dir.join("home"))
-        .env_remove("CORE_AGENT_GATEWAY_TOKEN");
-    let out = cmd.output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let json: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "the TypeScript client printed no JSON ({e}), {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-            out.status
-        )
-    });
-    assert!(
-        out.status.success() && json.get("fatal").is_none(),
-        "the TypeScript client failed ({}): {}\nstderr:\n{stderr}",
-        out.status,
-        json["fatal"].as_str().unwrap_or_default()
-    );
-    json
 }
 
 #[test]

@@ -109,6 +109,47 @@ fn resume(responses: &mut Option<rmcp::model::InputResponses>, state: &mut Optio
     }
 }
 
+/// One answer to a request that may ask for input (SEP-2322).
+enum Round<T> {
+    /// The result.
+    Done(T),
+    /// The server's questions.
+    Asked(rmcp::model::InputRequiredResult),
+}
+
+/// Sends a request (`send`, given the answers and state of the round
+/// before) until the server gives its result: its questions answered here
+/// (the elicitor, sampler and roots), or, under `relaying`, handed back.
+/// At most `MAX_INPUT_ROUNDS` rounds.
+async fn rounds<T, F, Fut>(
+    conn: &Connection,
+    server: &str,
+    what: &str,
+    mut send: F,
+) -> std::result::Result<T, Failure>
+where
+    F: FnMut(Option<rmcp::model::InputResponses>, Option<String>) -> Fut,
+    Fut: Future<Output = std::result::Result<Round<T>, rmcp::ServiceError>>,
+{
+    let (mut responses, mut state) = (None, None);
+    let relay = resume(&mut responses, &mut state);
+    for _ in 0..crate::call::MAX_INPUT_ROUNDS {
+        match send(responses.take(), state.take())
+            .await
+            .map_err(Failure::Service)?
+        {
+            Round::Done(result) => return Ok(result),
+            Round::Asked(asked) if relay => return Err(Failure::Asked(asked)),
+            Round::Asked(asked) => {
+                (responses, state) = crate::call::answer(conn, server, what, asked)
+                    .await
+                    .map_err(Failure::Ours)?;
+            }
+        }
+    }
+    Err(Failure::Ours(too_many_rounds(server, what)))
+}
+
 fn too_many_rounds(server: &str, what: &str) -> Error {
     Error::Call {
         server: server.to_owned(),
@@ -220,30 +261,24 @@ impl Server {
 
     /// `resources/read` of `uri` (the server's own).
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult> {
-        let mut params = ReadResourceRequestParams::new(uri.to_owned());
+        let params = ReadResourceRequestParams::new(uri.to_owned());
         let what = format!("resources/read {uri}");
         let server = self.name().to_owned();
         self.request(what.clone(), Offer::Resources, |conn| async move {
-            let relay = resume(&mut params.input_responses, &mut params.request_state);
-            for _ in 0..crate::call::MAX_INPUT_ROUNDS {
-                let asked = match conn.peer.read_resource_once(params.clone()).await {
-                    Ok(ReadResourceResponse::Complete(result)) => return Ok(result),
-                    Ok(ReadResourceResponse::InputRequired(asked)) => asked,
-                    Ok(_) => {
-                        return Err(Failure::Service(rmcp::ServiceError::UnexpectedResponse));
-                    }
-                    Err(e) => return Err(Failure::Service(e)),
-                };
-                if relay {
-                    return Err(Failure::Asked(asked));
-                }
-                let (responses, state) = crate::call::answer(&conn, &server, &what, asked)
-                    .await
-                    .map_err(Failure::Ours)?;
+            rounds(&conn, &server, &what, |responses, state| {
+                let mut params = params.clone();
                 params.input_responses = responses;
                 params.request_state = state;
-            }
-            Err(Failure::Ours(too_many_rounds(&server, &what)))
+                let peer = conn.peer.clone();
+                async move {
+                    match peer.read_resource_once(params).await? {
+                        ReadResourceResponse::Complete(result) => Ok(Round::Done(result)),
+                        ReadResourceResponse::InputRequired(asked) => Ok(Round::Asked(asked)),
+                        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+                    }
+                }
+            })
+            .await
         })
         .await
     }
@@ -328,26 +363,20 @@ impl Server {
         let what = format!("prompts/get {name}");
         let server = self.name().to_owned();
         self.request(what.clone(), Offer::Prompts, |conn| async move {
-            let relay = resume(&mut params.input_responses, &mut params.request_state);
-            for _ in 0..crate::call::MAX_INPUT_ROUNDS {
-                let asked = match conn.peer.get_prompt_once(params.clone()).await {
-                    Ok(GetPromptResponse::Complete(result)) => return Ok(result),
-                    Ok(GetPromptResponse::InputRequired(asked)) => asked,
-                    Ok(_) => {
-                        return Err(Failure::Service(rmcp::ServiceError::UnexpectedResponse));
-                    }
-                    Err(e) => return Err(Failure::Service(e)),
-                };
-                if relay {
-                    return Err(Failure::Asked(asked));
-                }
-                let (responses, state) = crate::call::answer(&conn, &server, &what, asked)
-                    .await
-                    .map_err(Failure::Ours)?;
+            rounds(&conn, &server, &what, |responses, state| {
+                let mut params = params.clone();
                 params.input_responses = responses;
                 params.request_state = state;
-            }
-            Err(Failure::Ours(too_many_rounds(&server, &what)))
+                let peer = conn.peer.clone();
+                async move {
+                    match peer.get_prompt_once(params).await? {
+                        GetPromptResponse::Complete(result) => Ok(Round::Done(result)),
+                        GetPromptResponse::InputRequired(asked) => Ok(Round::Asked(asked)),
+                        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+                    }
+                }
+            })
+            .await
         })
         .await
     }
