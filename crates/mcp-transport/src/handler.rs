@@ -2,7 +2,7 @@
 //! `tools/list_changed`.
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationCapability,
@@ -55,9 +55,46 @@ pub(crate) struct Handler {
     pub(crate) sampler: Option<Arc<dyn crate::Sampler>>,
     /// Answers its `roots/list` (declared only when set).
     pub(crate) roots: Option<Arc<dyn crate::Roots>>,
+    /// The last list change of each kind, and whether it came on a listen
+    /// stream, shared with the connection's streams (see [`Handler::twin`]).
+    pub(crate) changes: Arc<std::sync::Mutex<std::collections::HashMap<List, (bool, Instant)>>>,
 }
 
+/// A list a server can say changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum List {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+/// Within this long, the same list change on the other path is its twin.
+const TWIN_WINDOW: Duration = Duration::from_millis(200);
+
 impl Handler {
+    /// Whether a change of `list`, come on a listen stream (`streamed`) or
+    /// unscoped, is the twin of one just told by the other path: a
+    /// 2026-07-28 server may send one change both ways. A change on the
+    /// same path as the last is never a twin, so distinct changes, however
+    /// close, are all told.
+    pub(crate) fn twin(&self, list: List, streamed: bool) -> bool {
+        let Ok(mut changes) = self.changes.lock() else {
+            return false;
+        };
+        let now = Instant::now();
+        match changes.get(&list) {
+            Some((path, at)) if *path != streamed && now.duration_since(*at) < TWIN_WINDOW => {
+                // Told once; a third is a change again.
+                changes.remove(&list);
+                true
+            }
+            _ => {
+                changes.insert(list, (streamed, now));
+                false
+            }
+        }
+    }
+
     /// The server's tools changed: list them again.
     pub(crate) fn tools_changed(&self, peer: rmcp::Peer<RoleClient>) {
         crate::tools::list_changed(
@@ -130,7 +167,9 @@ impl ClientHandler for Handler {
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
-        self.tools_changed(context.peer);
+        if !self.twin(List::Tools, false) {
+            self.tools_changed(context.peer);
+        }
     }
 
     async fn on_resource_updated(
@@ -145,11 +184,15 @@ impl ClientHandler for Handler {
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tell(|server| Notice::ResourcesChanged { server });
+        if !self.twin(List::Resources, false) {
+            self.tell(|server| Notice::ResourcesChanged { server });
+        }
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.tell(|server| Notice::PromptsChanged { server });
+        if !self.twin(List::Prompts, false) {
+            self.tell(|server| Notice::PromptsChanged { server });
+        }
     }
 
     #[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
@@ -185,5 +228,43 @@ impl ClientHandler for Handler {
             None => Vec::new(),
         };
         Ok(rmcp::model::ListRootsResult::new(roots))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handler() -> Handler {
+        Handler {
+            server: "s".to_owned(),
+            progress: Arc::default(),
+            elicitor: Arc::new(crate::Decline),
+            client_info: Implementation::new("t", "0"),
+            tools: Arc::new(ToolState::new(Arc::new(tokio::sync::watch::channel(0).0))),
+            max_pages: 1,
+            relisting: Arc::default(),
+            relist_timeout: Duration::from_secs(1),
+            notices: None,
+            sampler: None,
+            roots: None,
+            changes: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn a_change_said_both_ways_is_told_once_and_changes_on_one_path_always() {
+        let h = handler();
+        // The same change on the stream and unscoped: the second is its twin.
+        assert!(!h.twin(List::Prompts, true));
+        assert!(h.twin(List::Prompts, false));
+        // Then a new change again, whichever way it comes.
+        assert!(!h.twin(List::Prompts, false));
+        // Changes on one path, however close, are each told.
+        assert!(!h.twin(List::Resources, false));
+        assert!(!h.twin(List::Resources, false));
+        assert!(!h.twin(List::Resources, false));
+        // Kinds are apart: a tools change is no resources change's twin.
+        assert!(!h.twin(List::Tools, true));
     }
 }

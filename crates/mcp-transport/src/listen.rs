@@ -11,7 +11,7 @@ use rmcp::model::{
 };
 
 use crate::features::Notice;
-use crate::handler::Handler;
+use crate::handler::{Handler, List};
 
 /// Whether a connection at `version` needs listen streams (2026-07-28 and
 /// later: no `initialize`, no session).
@@ -61,13 +61,19 @@ async fn route(handler: Handler, peer: rmcp::Peer<RoleClient>, filter: Subscript
     };
     while let Ok(Some(notification)) = subscription.next().await {
         match notification {
-            ServerNotification::ToolListChangedNotification(_) => {
+            ServerNotification::ToolListChangedNotification(_)
+                if !handler.twin(List::Tools, true) =>
+            {
                 handler.tools_changed(peer.clone());
             }
-            ServerNotification::PromptListChangedNotification(_) => {
+            ServerNotification::PromptListChangedNotification(_)
+                if !handler.twin(List::Prompts, true) =>
+            {
                 handler.tell(|server| Notice::PromptsChanged { server });
             }
-            ServerNotification::ResourceListChangedNotification(_) => {
+            ServerNotification::ResourceListChangedNotification(_)
+                if !handler.twin(List::Resources, true) =>
+            {
                 handler.tell(|server| Notice::ResourcesChanged { server });
             }
             ServerNotification::ResourceUpdatedNotification(updated) => {

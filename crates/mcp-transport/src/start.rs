@@ -145,6 +145,7 @@ impl Relaunch {
             notices: self.options.notices.clone(),
             sampler: self.options.sampler.clone(),
             roots: self.options.roots.clone(),
+            changes: Arc::default(),
         }
     }
 

@@ -41,10 +41,6 @@ pub(crate) const READ_RESOURCE: &str = "resources/read ";
 /// without end).
 const NOTICE_BUFFER: usize = 1024;
 
-/// Within this long, a second `list_changed` of the same list of the same
-/// server is the same change.
-const LIST_CHANGE_WINDOW: std::time::Duration = std::time::Duration::from_millis(200);
-
 /// What a caller may be offered of a server beside its tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -100,28 +96,7 @@ impl ContextState {
         let sink: NoticeSink = {
             let notices = notices.clone();
             let prompts = prompts.clone();
-            let recent: Mutex<HashMap<(bool, String), std::time::Instant>> = Mutex::default();
             Arc::new(move |notice: Notice| {
-                // A list that changed, said twice at once (a 2026-07-28
-                // server that sends it on its listen stream and unscoped
-                // too), is told once.
-                let list = match &notice {
-                    Notice::PromptsChanged { server } => Some((true, server.clone())),
-                    Notice::ResourcesChanged { server } => Some((false, server.clone())),
-                    _ => None,
-                };
-                if let Some(key) = list
-                    && let Ok(mut recent) = recent.lock()
-                {
-                    let now = std::time::Instant::now();
-                    if recent
-                        .get(&key)
-                        .is_some_and(|at| now.duration_since(*at) < LIST_CHANGE_WINDOW)
-                    {
-                        return;
-                    }
-                    recent.insert(key, now);
-                }
                 if let Notice::PromptsChanged { server } = &notice
                     && let Ok(mut cache) = prompts.lock()
                 {
