@@ -141,6 +141,7 @@ pub(crate) fn doc() -> Result<()> {
 /// `.crate`, so an `include` list that drops a needed file fails here.
 /// Needs a clean work tree (as CI's clone is).
 pub(crate) fn package() -> Result<()> {
+    forget_stale_extractions()?;
     let mut cmd = cargo();
     cmd.args(["package", "--workspace"]);
     run(cmd, "cargo package --workspace").map_err(|e| {
@@ -148,6 +149,54 @@ pub(crate) fn package() -> Result<()> {
             "{e} (it packages what git tracks: commit your changes first, as CI's clean clone has)"
         )
     })
+}
+
+/// Removes what an earlier `cargo package` unpacked of our own crates.
+///
+/// `cargo package --workspace` builds each package against the others
+/// through a temporary local registry, which cargo unpacks under
+/// `$CARGO_HOME/registry/src/-<hash>/<name>-<version>/`, and it never
+/// unpacks a version there again. The hash depends on the checkout's path, so
+/// a machine that keeps `CARGO_HOME` and clones to the same path each run (a
+/// CI runner) verified a new commit against the sources of an older one, with
+/// the same version number. Local registries are the directories whose name
+/// starts with `-` (crates.io's carry its host name); only our packages'
+/// directories in them are removed.
+fn forget_stale_extractions() -> Result<()> {
+    let home = match std::env::var_os("CARGO_HOME") {
+        Some(home) => std::path::PathBuf::from(home),
+        None => match std::env::var_os("HOME") {
+            Some(home) => std::path::PathBuf::from(home).join(".cargo"),
+            None => return Ok(()),
+        },
+    };
+    let Ok(registries) = std::fs::read_dir(home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(packages) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for package in packages.flatten() {
+            if is_ours(&package.file_name().to_string_lossy()) {
+                std::fs::remove_dir_all(package.path()).map_err(|e| {
+                    format!(
+                        "could not remove the stale unpacked package {}: {e}",
+                        package.path().display()
+                    )
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether an unpacked package directory (`<name>-<version>`) is one of ours.
+fn is_ours(dir: &str) -> bool {
+    dir.starts_with("core-agent-")
 }
 
 /// Runs `step`, then prints how long it took.
