@@ -177,10 +177,7 @@ async fn stdio_client(gateway: &Gateway) -> RunningService<RoleClient, ()> {
     let (client_end, gateway_end) = tokio::io::duplex(1 << 16);
     let gateway = gateway.clone();
     tokio::spawn(async move {
-        let caller = Caller {
-            name: "bench".to_owned(),
-            trust_level: TrustLevel::Creator,
-        };
+        let caller = Caller::new("bench", TrustLevel::Creator);
         let _ = gateway.serve_io(gateway_end, caller).await;
     });
     ().serve(client_end).await.unwrap()

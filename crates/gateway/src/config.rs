@@ -9,6 +9,7 @@ use core_agent_permissions::Section;
 use serde_json::{Map, Value};
 
 use crate::GatewayToken;
+use crate::oauth::{DEFAULT_ALGORITHMS, DefaultTrust, IntrospectionConfig, OAuthConfig, TrustMatch, TrustRule};
 
 /// The `gateway` sections of the project's and the user's `config.json`,
 /// merged: tokens by name and each limit by key, the project file winning.
@@ -17,6 +18,9 @@ use crate::GatewayToken;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GatewayConfig {
+    /// `gateway.oauth`: callers signed in with an identity provider; the
+    /// first file that sets it (the project's) wins as a whole.
+    pub oauth: Option<OAuthConfig>,
     /// `gateway.tokens`: who may connect over HTTP, by name; a name in the
     /// project file wins over the same name in the user file.
     pub tokens: Vec<GatewayToken>,
@@ -68,6 +72,12 @@ impl GatewayConfig {
     /// `gateway.tokens`: who may connect over HTTP, by name.
     pub fn with_tokens(mut self, tokens: Vec<GatewayToken>) -> GatewayConfig {
         self.tokens = tokens;
+        self
+    }
+
+    /// `gateway.oauth`: callers signed in with an identity provider.
+    pub fn with_oauth(mut self, oauth: Option<OAuthConfig>) -> GatewayConfig {
+        self.oauth = oauth;
         self
     }
 
@@ -142,11 +152,18 @@ impl Cx<'_> {
             base,
             &[
                 "tokens",
+                "oauth",
                 "max_sessions",
                 "max_sessions_per_token",
                 "session_idle_timeout_secs",
             ],
         );
+        if let Some(oauth) = gateway.get("oauth") {
+            let parsed = self.oauth(oauth);
+            if config.oauth.is_none() {
+                config.oauth = parsed;
+            }
+        }
         for token in self.tokens(gateway) {
             if !config.tokens.iter().any(|t| t.name == token.name) {
                 config.tokens.push(token);
@@ -187,6 +204,269 @@ impl Cx<'_> {
                     &format!("write \"{key}\": 100 (no quotes), or remove it for the default"),
                 );
                 None
+            }
+        }
+    }
+
+    /// `"oauth": {"issuer", "audience", "algorithms", "leeway_secs",
+    /// "jwks_refresh_secs", "scopes_supported", "required_scopes",
+    /// "introspection", "trust", "default"}`; `None` when it has a problem.
+    fn oauth(&mut self, value: &Value) -> Option<OAuthConfig> {
+        let base = format!("{}/oauth", self.section.pointer);
+        let oauth = self.object(value, &base)?;
+        self.problems.unknown_keys(
+            oauth,
+            &base,
+            &[
+                "issuer",
+                "audience",
+                "algorithms",
+                "leeway_secs",
+                "jwks_refresh_secs",
+                "scopes_supported",
+                "required_scopes",
+                "introspection",
+                "trust",
+                "default",
+            ],
+        );
+        let before = self.problems_count();
+        let issuer = self.url(oauth, &base, "issuer", "https://login.example.com");
+        let audience = self.url(oauth, &base, "audience", "https://gateway.example.com/mcp");
+        let mut config = OAuthConfig::new(issuer.unwrap_or_default(), audience.unwrap_or_default());
+        config.source = self.section.path.clone();
+        if let Some(algs) = self.algorithms(oauth, &base) {
+            config.algorithms = algs;
+        }
+        if let Some(leeway) = self.whole(oauth, &base, "leeway_secs", 0, 600) {
+            config.leeway_secs = leeway;
+        }
+        if let Some(secs) = self.whole(oauth, &base, "jwks_refresh_secs", 0, 3600) {
+            config.jwks_refresh_secs = secs;
+        }
+        config.scopes_supported = self.strings(oauth, &base, "scopes_supported");
+        config.required_scopes = self.strings(oauth, &base, "required_scopes");
+        config.introspection = oauth
+            .get("introspection")
+            .and_then(|v| self.introspection(v, &format!("{base}/introspection")));
+        config.trust = self.trust_rules(oauth, &base);
+        config.default = self.default_trust(oauth, &base);
+        (self.problems_count() == before).then_some(config)
+    }
+
+    fn problems_count(&self) -> usize {
+        self.problems.len()
+    }
+
+    /// `oauth[key]`: an absolute `https` URL (`http` only on a loopback host).
+    fn url(&mut self, oauth: &Map<String, Value>, base: &str, key: &str, example: &str) -> Option<String> {
+        let pointer = format!("{base}/{key}");
+        let fix = format!("write \"{key}\": \"{example}\"");
+        let Some(v) = oauth.get(key) else {
+            self.problem(&pointer, &format!("gateway.oauth needs an {key}"), &format!("add {}", &fix[6..]));
+            return None;
+        };
+        let Some(text) = v.as_str() else {
+            self.problem(&pointer, &format!("expected a URL, not {v}"), &fix);
+            return None;
+        };
+        match url::Url::parse(text) {
+            Ok(u) if u.scheme() == "https" && u.host().is_some() => Some(text.to_owned()),
+            Ok(u)
+                if u.scheme() == "http"
+                    && u.host_str()
+                        .is_some_and(|h| h == "localhost" || h == "127.0.0.1" || h == "[::1]") =>
+            {
+                Some(text.to_owned())
+            }
+            Ok(_) => {
+                self.problem(
+                    &pointer,
+                    &format!("`{text}` is not an https URL (plain http is only for a loopback host)"),
+                    &fix,
+                );
+                None
+            }
+            Err(e) => {
+                self.problem(&pointer, &format!("`{text}` is not a URL ({e})"), &fix);
+                None
+            }
+        }
+    }
+
+    /// `oauth.algorithms`: asymmetric JWS algorithms only.
+    fn algorithms(&mut self, oauth: &Map<String, Value>, base: &str) -> Option<Vec<jsonwebtoken::Algorithm>> {
+        let v = oauth.get("algorithms")?;
+        let pointer = format!("{base}/algorithms");
+        let names = DEFAULT_ALGORITHMS.map(|a| format!("{a:?}")).join("\", \"");
+        let Some(items) = v.as_array().filter(|a| !a.is_empty()) else {
+            self.problem(&pointer, "expected a list of algorithm names", "write \"algorithms\": [\"RS256\", \"ES256\"], or remove it for every asymmetric algorithm");
+            return None;
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let pointer = format!("{pointer}/{i}");
+            let name = item.as_str().unwrap_or_default();
+            match DEFAULT_ALGORITHMS.iter().find(|a| format!("{a:?}") == name) {
+                Some(a) => out.push(*a),
+                None if name.eq_ignore_ascii_case("none") => self.problem(
+                    &pointer,
+                    "`none` is never accepted: an unsigned token proves nothing",
+                    &format!("remove it; use one of \"{names}\""),
+                ),
+                None if name.to_ascii_uppercase().starts_with("HS") => self.problem(
+                    &pointer,
+                    &format!("`{name}` is a shared-secret algorithm, which the issuer's public keys cannot check"),
+                    &format!("remove it; use one of \"{names}\""),
+                ),
+                None => self.problem(
+                    &pointer,
+                    &format!("unknown algorithm {item}"),
+                    &format!("use one of \"{names}\""),
+                ),
+            }
+        }
+        Some(out)
+    }
+
+    /// `oauth[key]`: a whole number from `min` to `max`.
+    fn whole(&mut self, oauth: &Map<String, Value>, base: &str, key: &str, min: u64, max: u64) -> Option<u64> {
+        let v = oauth.get(key)?;
+        match v.as_u64() {
+            Some(n) if (min..=max).contains(&n) => Some(n),
+            _ => {
+                self.problem(
+                    &format!("{base}/{key}"),
+                    &format!("expected a whole number from {min} to {max}, not {v}"),
+                    &format!("write \"{key}\": 60 (no quotes), or remove it for the default"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `oauth[key]`: a list of scope names.
+    fn strings(&mut self, oauth: &Map<String, Value>, base: &str, key: &str) -> Vec<String> {
+        let Some(v) = oauth.get(key) else {
+            return Vec::new();
+        };
+        match v.as_array().map(|a| a.iter().map(|s| s.as_str().filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))).collect::<Option<Vec<_>>>()) {
+            Some(Some(scopes)) => scopes.into_iter().map(str::to_owned).collect(),
+            _ => {
+                self.problem(
+                    &format!("{base}/{key}"),
+                    "expected a list of scope names (no spaces)",
+                    &format!("write \"{key}\": [\"mcp:tools\"]"),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// `oauth.introspection`: `{"endpoint"?, "client_id", "client_secret"}`.
+    fn introspection(&mut self, v: &Value, base: &str) -> Option<IntrospectionConfig> {
+        let obj = self.object(v, base)?;
+        self.problems.unknown_keys(obj, base, &["endpoint", "client_id", "client_secret"]);
+        let endpoint = match obj.get("endpoint") {
+            None => None,
+            Some(_) => Some(self.url(obj, base, "endpoint", "https://login.example.com/introspect")?),
+        };
+        let mut template = |key: &str, var: &str| -> Option<core_agent_mcp_config::Template> {
+            let pointer = format!("{base}/{key}");
+            let fix = format!("write \"{key}\": \"${{env:{var}}}\" and export {var} where the gateway starts");
+            let text = obj.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+            let Some(text) = text else {
+                self.problem(&pointer, &format!("introspection needs a {key}"), &fix);
+                return None;
+            };
+            match core_agent_mcp_config::Template::parse(text) {
+                Ok(t) if key == "client_secret" && !t.has_placeholders() => {
+                    self.problem(&pointer, "a secret written in config.json would be readable by anyone who reads the file", &fix);
+                    None
+                }
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.problem(&pointer, &e, &fix);
+                    None
+                }
+            }
+        };
+        let client_id = template("client_id", "GATEWAY_INTROSPECTION_CLIENT_ID");
+        let client_secret = template("client_secret", "GATEWAY_INTROSPECTION_CLIENT_SECRET");
+        let mut out = IntrospectionConfig::new(client_id?, client_secret?);
+        out.endpoint = endpoint;
+        Some(out)
+    }
+
+    /// `oauth.trust`: `[{"scope": S, "level": L} | {"claim": C, "value": V, "level": L}]`.
+    fn trust_rules(&mut self, oauth: &Map<String, Value>, base: &str) -> Vec<TrustRule> {
+        let Some(v) = oauth.get("trust") else {
+            return Vec::new();
+        };
+        let base = format!("{base}/trust");
+        let example = "write [{\"scope\": \"mcp:admin\", \"level\": \"creator\"}, {\"claim\": \"groups\", \"value\": \"eng\", \"level\": \"user\"}]";
+        let Some(items) = v.as_array() else {
+            self.problem(&base, "expected a list of rules", example);
+            return Vec::new();
+        };
+        let levels = TrustLevel::ALL.map(TrustLevel::as_str).join("\", \"");
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let pointer = format!("{base}/{i}");
+            let Some(rule) = self.object(item, &pointer) else {
+                continue;
+            };
+            self.problems.unknown_keys(rule, &pointer, &["scope", "claim", "value", "level"]);
+            let matches = match (rule.get("scope"), rule.get("claim"), rule.get("value")) {
+                (Some(Value::String(s)), None, None) if !s.is_empty() => TrustMatch::Scope(s.clone()),
+                (None, Some(Value::String(c)), Some(v)) if !c.is_empty() && !v.is_null() => TrustMatch::Claim {
+                    name: c.clone(),
+                    value: v.clone(),
+                },
+                _ => {
+                    self.problem(
+                        &pointer,
+                        "a rule matches either a \"scope\", or a \"claim\" with its \"value\"",
+                        "write {\"scope\": \"mcp:admin\", \"level\": \"creator\"} or {\"claim\": \"groups\", \"value\": \"eng\", \"level\": \"user\"}",
+                    );
+                    continue;
+                }
+            };
+            let level = rule.get("level").and_then(Value::as_str);
+            let Some(level) = level.and_then(TrustLevel::parse) else {
+                self.problem(
+                    &format!("{pointer}/level"),
+                    &match level {
+                        Some(l) => format!("unknown trust level \"{l}\""),
+                        None => "every rule needs the trust level it grants".to_owned(),
+                    },
+                    &format!("write \"level\": one of \"{levels}\""),
+                );
+                continue;
+            };
+            out.push(TrustRule { matches, level });
+        }
+        out
+    }
+
+    /// `oauth.default`: a trust level, or `"refuse"` (also when unset).
+    fn default_trust(&mut self, oauth: &Map<String, Value>, base: &str) -> DefaultTrust {
+        let Some(v) = oauth.get("default") else {
+            return DefaultTrust::Refuse;
+        };
+        match v.as_str() {
+            Some("refuse") => DefaultTrust::Refuse,
+            Some(l) if TrustLevel::parse(l).is_some() => {
+                TrustLevel::parse(l).map_or(DefaultTrust::Refuse, DefaultTrust::Level)
+            }
+            _ => {
+                let levels = TrustLevel::ALL.map(TrustLevel::as_str).join("\", \"");
+                self.problem(
+                    &format!("{base}/default"),
+                    &format!("expected \"refuse\" or a trust level, not {v}"),
+                    &format!("write \"default\": \"refuse\", or one of \"{levels}\""),
+                );
+                DefaultTrust::Refuse
             }
         }
     }
