@@ -23,6 +23,7 @@ mod gate;
 mod gateway_clients;
 mod gateway_context;
 mod gateway_load;
+mod gateway_oauth;
 mod gateway_stateless;
 mod lifecycle;
 mod listing;

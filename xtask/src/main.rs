@@ -199,6 +199,7 @@ fn deps() -> Result<PathBuf> {
             "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
             "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
             "npm/node_modules/@cyanheads/git-mcp-server/dist/index.js",
+            "npm/node_modules/oidc-provider/lib/index.js",
         ],
         || {
             let npm_dir = dir.join("npm");
@@ -207,7 +208,7 @@ fn deps() -> Result<PathBuf> {
             write(&npm_dir.join("package.json"), &package_json)?;
             write(&npm_dir.join("package-lock.json"), &lock)?;
             eprintln!(
-                "xtask: installing the npm test dependencies (servers, conformance suite, Node 22)"
+                "xtask: installing the npm test dependencies (servers, conformance suite, OpenID provider, Node 22)"
             );
             let mut npm = Command::new("npm");
             npm.current_dir(&npm_dir).args([

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use core_agent_digest::Pricing;
-use core_agent_gateway::{GatewayConfig, GatewayLimits, GatewayToken};
+use core_agent_gateway::{GatewayConfig, GatewayLimits, GatewayToken, OAuthConfig};
 use core_agent_host::{
     Host, HostConfig, HostOptions, Overrides, Session, SessionOptions, permission_files,
     project_root,
@@ -106,6 +106,7 @@ pub(crate) struct Launch {
     pub(crate) pricing: Pricing,
     pub(crate) gateway_tokens: Vec<GatewayToken>,
     pub(crate) gateway_limits: GatewayLimits,
+    pub(crate) gateway_oauth: Option<OAuthConfig>,
     pub(crate) warned: Arc<WarningLog>,
     pub(crate) stop: StopSignals,
 }
@@ -134,6 +135,7 @@ impl Launch {
         let GatewayConfig {
             tokens: gateway_tokens,
             limits: gateway_limits,
+            oauth: gateway_oauth,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
@@ -185,6 +187,7 @@ impl Launch {
             pricing,
             gateway_tokens,
             gateway_limits,
+            gateway_oauth,
             warned,
             stop,
         })

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use core_agent_gateway::{
     Auth, DefaultToken, Gateway, GatewayLimits, GatewayOptions, GatewayToken, HttpOptions,
-    LimitsError, resolve_tokens,
+    LimitsError, OAuthConfig, ResourceServer, resolve_tokens,
 };
 use core_agent_host::Host;
 use core_agent_mcp_config::{Env, TrustLevel};
@@ -32,6 +32,8 @@ struct ServeArgs {
     /// The session caps and idle timeout (flags over `config.json`).
     pub(crate) limits: GatewayLimits,
     pub(crate) level: TrustLevel,
+    /// `gateway.oauth`: callers signed in with an identity provider.
+    pub(crate) oauth: Option<OAuthConfig>,
     pub(crate) drain: Duration,
     /// Where the catalog's warnings are printed, once each, as they come.
     pub(crate) warned: Arc<crate::warnings::WarningLog>,
@@ -49,6 +51,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         pricing,
         gateway_tokens,
         gateway_limits,
+        gateway_oauth,
         warned,
         mut stop,
     } = match Launch::new(global, &setup, &screen) {
@@ -116,6 +119,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
                     .or(gateway_limits.session_idle_timeout_secs),
             ),
         level: global.trust_level.level(),
+        oauth: gateway_oauth,
         drain: setup.call_timeout.unwrap_or(Duration::from_secs(30)),
         warned: warned.clone(),
     };
@@ -161,14 +165,21 @@ async fn serve(
             }
         };
     };
-    let auth = match auth(&args, addr, tokens) {
+    let oauth = match resource_server(&args, &ProcessVars).await {
+        Ok(oauth) => oauth,
+        Err(message) => {
+            eprintln!("core-agent: serve: {message}");
+            return USAGE;
+        }
+    };
+    let auth = match auth(&args, addr, tokens, oauth.is_some()) {
         Ok(auth) => auth,
         Err(message) => {
             eprintln!("core-agent: serve: {message}");
             return USAGE;
         }
     };
-    let mut http = match HttpOptions::new(auth).with_limits(&args.limits) {
+    let mut http = match HttpOptions::new(auth).with_oauth(oauth).with_limits(&args.limits) {
         Ok(http) => http,
         Err(e) => {
             eprintln!("core-agent: serve: {}", limits_error(&e));
@@ -236,7 +247,12 @@ fn limits_error(e: &LimitsError) -> String {
 /// Who may connect: nobody checked (`--no-auth`, loopback only), else the
 /// tokens of `config.json` and the default one (`CORE_AGENT_GATEWAY_TOKEN`,
 /// or generated and printed once when no other token is configured).
-fn auth(args: &ServeArgs, addr: SocketAddr, tokens: &[GatewayToken]) -> Result<Auth, String> {
+fn auth(
+    args: &ServeArgs,
+    addr: SocketAddr,
+    tokens: &[GatewayToken],
+    signed_in: bool,
+) -> Result<Auth, String> {
     if args.no_auth {
         if !addr.ip().is_loopback() {
             return Err(format!(
@@ -255,6 +271,8 @@ fn auth(args: &ServeArgs, addr: SocketAddr, tokens: &[GatewayToken]) -> Result<A
     };
     match resolve_tokens(tokens, &default, &ProcessVars).map_err(|e| e.to_string())? {
         Some(auth) => Ok(auth),
+        // Callers sign in with the identity provider: no token is needed.
+        None if signed_in => Ok(Auth::Tokens(Vec::new())),
         None => {
             let (generated, secret) =
                 Auth::generate(args.level).map_err(|e| format!("cannot make a token: {e}"))?;
@@ -265,6 +283,32 @@ fn auth(args: &ServeArgs, addr: SocketAddr, tokens: &[GatewayToken]) -> Result<A
             Ok(generated)
         }
     }
+}
+
+/// The identity provider's resource server, when `gateway.oauth` is set
+/// and `--no-auth` is not; its keys fetched now, and where clients sign in
+/// printed. A provider that cannot be reached is a warning: the keys are
+/// fetched again when a token needs them.
+async fn resource_server(
+    args: &ServeArgs,
+    env: &dyn Env,
+) -> Result<Option<ResourceServer>, String> {
+    let Some(config) = args.oauth.clone().filter(|_| !args.no_auth) else {
+        return Ok(None);
+    };
+    let server = ResourceServer::new(config, env).map_err(|e| e.to_string())?;
+    let issuer = server.config().issuer.clone();
+    match server.warm_up().await {
+        Ok(keys) => eprintln!(
+            "core-agent: clients sign in at {issuer} ({keys} signing keys; resource {}, metadata {})",
+            server.config().audience,
+            server.metadata_url()
+        ),
+        Err(e) => eprintln!(
+            "core-agent: WARNING: clients sign in at {issuer}, which cannot be reached now ({e}); its tokens are refused with 503 until it answers"
+        ),
+    }
+    Ok(Some(server))
 }
 
 /// The process environment, where a value that is not UTF-8 counts as
