@@ -32,9 +32,18 @@ struct Proc {
 impl Proc {
     /// Starts `cmd`, and waits for a stdout or stderr line that `ready`
     /// turns into a value.
-    fn start(mut cmd: Command, what: &str, ready: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> (Proc, String) {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).stdin(Stdio::null()).process_group(0);
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    fn start(
+        mut cmd: Command,
+        what: &str,
+        ready: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> (Proc, String) {
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .stdin(Stdio::null())
+            .process_group(0);
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
         let stderr = Arc::new(Mutex::new(String::new()));
         let (found, said) = mpsc::channel();
         let ready = Arc::new(ready);
@@ -91,7 +100,9 @@ impl Idp {
             .arg(root().join("tests/fixture/oidc_provider.mjs"))
             .env("NODE_MODULES", deps().join("npm/node_modules"));
         let (proc, line) = Proc::start(cmd, "oidc-provider", |line| {
-            serde_json::from_str::<Value>(line).ok()?["issuer"].as_str().map(str::to_owned)
+            serde_json::from_str::<Value>(line).ok()?["issuer"]
+                .as_str()
+                .map(str::to_owned)
         });
         Idp { proc, issuer: line }
     }
@@ -112,19 +123,31 @@ impl Idp {
     }
 
     async fn rotate(&self) {
-        let r = http().post(format!("{}/test/rotate", self.issuer)).send().await.unwrap();
+        let r = http()
+            .post(format!("{}/test/rotate", self.issuer))
+            .send()
+            .await
+            .unwrap();
         assert!(r.status().is_success());
     }
 
     async fn jwks_fetches(&self) -> u64 {
-        let r = http().get(format!("{}/test/stats", self.issuer)).send().await.unwrap();
+        let r = http()
+            .get(format!("{}/test/stats", self.issuer))
+            .send()
+            .await
+            .unwrap();
         let v: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
         v["jwks_fetches"].as_u64().unwrap()
     }
 }
 
 fn http() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().timeout(Duration::from_secs(20)).build().unwrap()
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
 }
 
 /// A free loopback port (the gateway's audience names it before it listens).
@@ -173,9 +196,18 @@ fn project(issuer: &str, audience: &str) -> Project {
 fn gateway(p: &Project, port: u16) -> Proc {
     let agents = p.path().join(".agents");
     let addr = format!("127.0.0.1:{port}");
-    let mut cmd = p.command(&["--agents-dir", agents.to_str().unwrap(), "serve", "--http", &addr]);
+    let mut cmd = p.command(&[
+        "--agents-dir",
+        agents.to_str().unwrap(),
+        "serve",
+        "--http",
+        &addr,
+    ]);
     cmd.env("CORE_AGENT_GATEWAY_TOKEN", TOKEN);
-    Proc::start(cmd, "core-agent serve", |line| line.contains("serving MCP at ").then(|| line.to_owned())).0
+    Proc::start(cmd, "core-agent serve", |line| {
+        line.contains("serving MCP at ").then(|| line.to_owned())
+    })
+    .0
 }
 
 /// Runs the TypeScript SDK client as `user` with `scenario`.
@@ -191,7 +223,10 @@ fn ts_client(url: &str, user: &str, scenario: &Value) -> Value {
     assert!(started.elapsed() < Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let v: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!("the client printed no JSON ({e}):\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr))
+        panic!(
+            "the client printed no JSON ({e}):\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
     });
     assert!(
         out.status.success() && v.get("fatal").is_none(),
@@ -204,7 +239,10 @@ fn ts_client(url: &str, user: &str, scenario: &Value) -> Value {
 
 /// An `initialize` POST to `url` with `authorization`: the status, the
 /// `WWW-Authenticate` and `Retry-After` headers, and how long it took.
-async fn initialize(url: &str, authorization: Option<&str>) -> (u16, String, Option<String>, Duration) {
+async fn initialize(
+    url: &str,
+    authorization: Option<&str>,
+) -> (u16, String, Option<String>, Duration) {
     let mut r = http()
         .post(url)
         .header("content-type", "application/json")
@@ -220,13 +258,24 @@ async fn initialize(url: &str, authorization: Option<&str>) -> (u16, String, Opt
     }
     let started = Instant::now();
     let response = r.send().await.unwrap();
-    let header = |name: &str| response.headers().get(name).map(|v| v.to_str().unwrap().to_owned());
-    let (www, retry) = (header("www-authenticate").unwrap_or_default(), header("retry-after"));
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let (www, retry) = (
+        header("www-authenticate").unwrap_or_default(),
+        header("retry-after"),
+    );
     (response.status().as_u16(), www, retry, started.elapsed())
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 /// Claims of a good access token for `aud` from `iss`, plus `extra`.
@@ -247,7 +296,8 @@ async fn the_typescript_sdk_signs_in_from_the_401_and_users_see_their_own_catalo
     let p = project(&idp.issuer, &audience);
     let gw = gateway(&p, port);
     assert!(
-        gw.output().contains(&format!("clients sign in at {}", idp.issuer)),
+        gw.output()
+            .contains(&format!("clients sign in at {}", idp.issuer)),
         "{}",
         gw.output()
     );
@@ -274,18 +324,30 @@ async fn the_typescript_sdk_signs_in_from_the_401_and_users_see_their_own_catalo
     assert_eq!(alice["authorize"]["resource"], audience.as_str());
     assert_eq!(alice["authorize"]["scope"], "mcp:tools");
     assert_eq!(
-        (&alice["token"]["iss"], &alice["token"]["aud"], &alice["token"]["sub"]),
+        (
+            &alice["token"]["iss"],
+            &alice["token"]["aud"],
+            &alice["token"]["sub"]
+        ),
         (&json!(idp.issuer), &json!(audience), &json!("alice"))
     );
     // alice is in `admins`: creator, so she sees and calls demo_add_note.
-    let names: Vec<&str> = alice["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    let names: Vec<&str> = alice["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
     for t in all {
         assert!(names.contains(&t), "{names:?}");
     }
     let calls = alice["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 3, "{calls:#?}");
     assert!(calls.iter().all(|c| c["isError"] == false), "{calls:#?}");
-    assert!(calls[0]["text"].as_str().unwrap().contains("SKU-0042"), "{calls:#?}");
+    assert!(
+        calls[0]["text"].as_str().unwrap().contains("SKU-0042"),
+        "{calls:#?}"
+    );
     let call_id = calls[1]["envelope"]["call_id"]
         .as_str()
         .unwrap_or_else(|| panic!("no digest envelope: {:#}", calls[1]))
@@ -301,16 +363,33 @@ async fn the_typescript_sdk_signs_in_from_the_401_and_users_see_their_own_catalo
         ]}),
     );
     assert_eq!(bob["token"]["sub"], "bob");
-    let names: Vec<&str> = bob["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    assert!(names.contains(&"demo_lookup_item") && !names.contains(&"demo_add_note"), "{names:?}");
+    let names: Vec<&str> = bob["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"demo_lookup_item") && !names.contains(&"demo_add_note"),
+        "{names:?}"
+    );
     let refused = &bob["calls"][0];
     assert!(
         refused["isError"] == true || refused.get("error").is_some(),
         "bob read alice's payload: {refused:#}"
     );
-    assert!(!refused["text"].as_str().unwrap_or_default().contains("SKU-0042"), "{refused:#}");
+    assert!(
+        !refused["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("SKU-0042"),
+        "{refused:#}"
+    );
     let not_his = &bob["calls"][1];
-    assert!(not_his["isError"] == true || not_his.get("error").is_some(), "{not_his:#}");
+    assert!(
+        not_his["isError"] == true || not_his.get("error").is_some(),
+        "{not_his:#}"
+    );
 
     // alice's own later session may read it.
     let again = ts_client(
@@ -362,8 +441,15 @@ async fn bad_tokens_get_401_a_missing_scope_403_and_the_metadata_is_open() {
     let gw = gateway(&p, port);
     let iss = idp.issuer.as_str();
 
-    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
-        let r = http().get(format!("http://127.0.0.1:{port}{path}")).send().await.unwrap();
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let r = http()
+            .get(format!("http://127.0.0.1:{port}{path}"))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200, "{path}");
         let doc: Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
         assert_eq!(doc["resource"], audience.as_str());
@@ -371,7 +457,9 @@ async fn bad_tokens_get_401_a_missing_scope_403_and_the_metadata_is_open() {
         assert_eq!(doc["scopes_supported"], json!(["mcp:tools"]));
     }
 
-    let good = idp.sign("k1", None, claims(iss, &audience, json!({}))).await;
+    let good = idp
+        .sign("k1", None, claims(iss, &audience, json!({})))
+        .await;
     let (status, ..) = initialize(&audience, Some(&format!("Bearer {good}"))).await;
     assert_eq!(status, 200);
     // Static tokens keep working beside the provider's.
@@ -385,17 +473,44 @@ async fn bad_tokens_get_401_a_missing_scope_403_and_the_metadata_is_open() {
         b64(&claims(iss, &audience, json!({})))
     );
     let bad = [
-        ("wrong audience", idp.sign("k1", None, claims(iss, "http://127.0.0.1:1/mcp", json!({}))).await),
-        ("wrong issuer", idp.sign("k1", None, claims("http://127.0.0.1:1", &audience, json!({}))).await),
-        ("bad signature", idp.sign("forge", None, claims(iss, &audience, json!({}))).await),
-        ("expired", idp.sign("k1", None, claims(iss, &audience, json!({"exp": now() - 120}))).await),
+        (
+            "wrong audience",
+            idp.sign("k1", None, claims(iss, "http://127.0.0.1:1/mcp", json!({})))
+                .await,
+        ),
+        (
+            "wrong issuer",
+            idp.sign(
+                "k1",
+                None,
+                claims("http://127.0.0.1:1", &audience, json!({})),
+            )
+            .await,
+        ),
+        (
+            "bad signature",
+            idp.sign("forge", None, claims(iss, &audience, json!({})))
+                .await,
+        ),
+        (
+            "expired",
+            idp.sign(
+                "k1",
+                None,
+                claims(iss, &audience, json!({"exp": now() - 120})),
+            )
+            .await,
+        ),
         ("alg none", unsigned),
         ("malformed", "not-a-token".to_owned()),
     ];
     for (what, token) in &bad {
         let (status, www, _, took) = initialize(&audience, Some(&format!("Bearer {token}"))).await;
         assert_eq!(status, 401, "{what}");
-        assert!(www.contains("error=\"invalid_token\"") && www.contains("resource_metadata="), "{what}: {www}");
+        assert!(
+            www.contains("error=\"invalid_token\"") && www.contains("resource_metadata="),
+            "{what}: {www}"
+        );
         assert!(took < Duration::from_secs(5), "{what} took {took:?}");
     }
     let huge = format!("Bearer {}", "a".repeat(20_000));
@@ -407,10 +522,19 @@ async fn bad_tokens_get_401_a_missing_scope_403_and_the_metadata_is_open() {
     assert!(!www.contains("error="), "no token, no error: {www}");
 
     // A good token without the required scope: 403 naming it.
-    let scopeless = idp.sign("k1", None, claims(iss, &audience, json!({"scope": "openid"}))).await;
+    let scopeless = idp
+        .sign(
+            "k1",
+            None,
+            claims(iss, &audience, json!({"scope": "openid"})),
+        )
+        .await;
     let (status, www, ..) = initialize(&audience, Some(&format!("Bearer {scopeless}"))).await;
     assert_eq!(status, 403);
-    assert!(www.contains("error=\"insufficient_scope\"") && www.contains("scope=\"mcp:tools\""), "{www}");
+    assert!(
+        www.contains("error=\"insufficient_scope\"") && www.contains("scope=\"mcp:tools\""),
+        "{www}"
+    );
 
     // The log says what happened, never the token.
     let log = gw.output();
@@ -430,36 +554,56 @@ async fn a_rotated_key_is_picked_up_and_held_keys_outlive_the_provider() {
     let gw = gateway(&p, port);
     let bearer = |t: &str| format!("Bearer {t}");
 
-    let k1 = idp.sign("k1", None, claims(&iss, &audience, json!({}))).await;
+    let k1 = idp
+        .sign("k1", None, claims(&iss, &audience, json!({})))
+        .await;
     assert_eq!(initialize(&audience, Some(&bearer(&k1))).await.0, 200);
     assert_eq!(idp.jwks_fetches().await, 1, "fetched once, at start");
     // The provider rotates to k2: its first token makes the gateway refetch.
     idp.rotate().await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let k2 = idp.sign("k2", None, claims(&iss, &audience, json!({}))).await;
+    let k2 = idp
+        .sign("k2", None, claims(&iss, &audience, json!({})))
+        .await;
     assert_eq!(initialize(&audience, Some(&bearer(&k2))).await.0, 200);
     assert_eq!(initialize(&audience, Some(&bearer(&k2))).await.0, 200);
     assert_eq!(idp.jwks_fetches().await, 2, "one refetch for the new kid");
 
     // The provider goes away: held keys keep working; an unknown kid is 503.
-    let unknown = idp.sign("forge", Some("k3"), claims(&iss, &audience, json!({}))).await;
+    let unknown = idp
+        .sign("forge", Some("k3"), claims(&iss, &audience, json!({})))
+        .await;
     idp.proc.kill();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(initialize(&audience, Some(&bearer(&k1))).await.0, 200);
     assert_eq!(initialize(&audience, Some(&bearer(&k2))).await.0, 200);
     let (status, _, retry, took) = initialize(&audience, Some(&bearer(&unknown))).await;
     assert_eq!(status, 503);
-    assert!(retry.as_ref().is_some_and(|s| s.parse::<u64>().is_ok_and(|s| s >= 1)), "{retry:?}");
+    assert!(
+        retry
+            .as_ref()
+            .is_some_and(|s| s.parse::<u64>().is_ok_and(|s| s >= 1)),
+        "{retry:?}"
+    );
     assert!(took < Duration::from_secs(10), "{took:?}");
-    assert!(gw.output().contains("cannot fetch the identity provider's keys") || gw.output().contains("identity provider cannot be reached"),
-        "{}", gw.output());
+    assert!(
+        gw.output()
+            .contains("cannot fetch the identity provider's keys")
+            || gw.output().contains("identity provider cannot be reached"),
+        "{}",
+        gw.output()
+    );
 
     // A gateway that never reached the provider has no key: 503, not 401.
     let port2 = free_port();
     let audience2 = format!("http://127.0.0.1:{port2}/mcp");
     let p2 = project(&iss, &audience2);
     let cold = gateway(&p2, port2);
-    assert!(cold.output().contains("cannot be reached now"), "{}", cold.output());
+    assert!(
+        cold.output().contains("cannot be reached now"),
+        "{}",
+        cold.output()
+    );
     let (status, _, retry, _) = initialize(&audience2, Some(&bearer(&k1))).await;
     assert_eq!(status, 503, "{}", cold.output());
     assert!(retry.is_some());

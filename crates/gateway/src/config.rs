@@ -9,7 +9,9 @@ use core_agent_permissions::Section;
 use serde_json::{Map, Value};
 
 use crate::GatewayToken;
-use crate::oauth::{DEFAULT_ALGORITHMS, DefaultTrust, IntrospectionConfig, OAuthConfig, TrustMatch, TrustRule};
+use crate::oauth::{
+    DEFAULT_ALGORITHMS, DefaultTrust, IntrospectionConfig, OAuthConfig, TrustMatch, TrustRule,
+};
 
 /// The `gateway` sections of the project's and the user's `config.json`,
 /// merged: tokens by name and each limit by key, the project file winning.
@@ -259,11 +261,21 @@ impl Cx<'_> {
     }
 
     /// `oauth[key]`: an absolute `https` URL (`http` only on a loopback host).
-    fn url(&mut self, oauth: &Map<String, Value>, base: &str, key: &str, example: &str) -> Option<String> {
+    fn url(
+        &mut self,
+        oauth: &Map<String, Value>,
+        base: &str,
+        key: &str,
+        example: &str,
+    ) -> Option<String> {
         let pointer = format!("{base}/{key}");
         let fix = format!("write \"{key}\": \"{example}\"");
         let Some(v) = oauth.get(key) else {
-            self.problem(&pointer, &format!("gateway.oauth needs an {key}"), &format!("add {}", &fix[6..]));
+            self.problem(
+                &pointer,
+                &format!("gateway.oauth needs an {key}"),
+                &format!("add {}", &fix[6..]),
+            );
             return None;
         };
         let Some(text) = v.as_str() else {
@@ -282,7 +294,9 @@ impl Cx<'_> {
             Ok(_) => {
                 self.problem(
                     &pointer,
-                    &format!("`{text}` is not an https URL (plain http is only for a loopback host)"),
+                    &format!(
+                        "`{text}` is not an https URL (plain http is only for a loopback host)"
+                    ),
                     &fix,
                 );
                 None
@@ -295,7 +309,11 @@ impl Cx<'_> {
     }
 
     /// `oauth.algorithms`: asymmetric JWS algorithms only.
-    fn algorithms(&mut self, oauth: &Map<String, Value>, base: &str) -> Option<Vec<jsonwebtoken::Algorithm>> {
+    fn algorithms(
+        &mut self,
+        oauth: &Map<String, Value>,
+        base: &str,
+    ) -> Option<Vec<jsonwebtoken::Algorithm>> {
         let v = oauth.get("algorithms")?;
         let pointer = format!("{base}/algorithms");
         let names = DEFAULT_ALGORITHMS.map(|a| format!("{a:?}")).join("\", \"");
@@ -330,7 +348,14 @@ impl Cx<'_> {
     }
 
     /// `oauth[key]`: a whole number from `min` to `max`.
-    fn whole(&mut self, oauth: &Map<String, Value>, base: &str, key: &str, min: u64, max: u64) -> Option<u64> {
+    fn whole(
+        &mut self,
+        oauth: &Map<String, Value>,
+        base: &str,
+        key: &str,
+        min: u64,
+        max: u64,
+    ) -> Option<u64> {
         let v = oauth.get(key)?;
         match v.as_u64() {
             Some(n) if (min..=max).contains(&n) => Some(n),
@@ -350,7 +375,14 @@ impl Cx<'_> {
         let Some(v) = oauth.get(key) else {
             return Vec::new();
         };
-        match v.as_array().map(|a| a.iter().map(|s| s.as_str().filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))).collect::<Option<Vec<_>>>()) {
+        match v.as_array().map(|a| {
+            a.iter()
+                .map(|s| {
+                    s.as_str()
+                        .filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
+                })
+                .collect::<Option<Vec<_>>>()
+        }) {
             Some(Some(scopes)) => scopes.into_iter().map(str::to_owned).collect(),
             _ => {
                 self.problem(
@@ -366,15 +398,26 @@ impl Cx<'_> {
     /// `oauth.introspection`: `{"endpoint"?, "client_id", "client_secret"}`.
     fn introspection(&mut self, v: &Value, base: &str) -> Option<IntrospectionConfig> {
         let obj = self.object(v, base)?;
-        self.problems.unknown_keys(obj, base, &["endpoint", "client_id", "client_secret"]);
+        self.problems
+            .unknown_keys(obj, base, &["endpoint", "client_id", "client_secret"]);
         let endpoint = match obj.get("endpoint") {
             None => None,
-            Some(_) => Some(self.url(obj, base, "endpoint", "https://login.example.com/introspect")?),
+            Some(_) => Some(self.url(
+                obj,
+                base,
+                "endpoint",
+                "https://login.example.com/introspect",
+            )?),
         };
         let mut template = |key: &str, var: &str| -> Option<core_agent_mcp_config::Template> {
             let pointer = format!("{base}/{key}");
-            let fix = format!("write \"{key}\": \"${{env:{var}}}\" and export {var} where the gateway starts");
-            let text = obj.get(key).and_then(Value::as_str).filter(|s| !s.is_empty());
+            let fix = format!(
+                "write \"{key}\": \"${{env:{var}}}\" and export {var} where the gateway starts"
+            );
+            let text = obj
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty());
             let Some(text) = text else {
                 self.problem(&pointer, &format!("introspection needs a {key}"), &fix);
                 return None;
@@ -416,13 +459,18 @@ impl Cx<'_> {
             let Some(rule) = self.object(item, &pointer) else {
                 continue;
             };
-            self.problems.unknown_keys(rule, &pointer, &["scope", "claim", "value", "level"]);
+            self.problems
+                .unknown_keys(rule, &pointer, &["scope", "claim", "value", "level"]);
             let matches = match (rule.get("scope"), rule.get("claim"), rule.get("value")) {
-                (Some(Value::String(s)), None, None) if !s.is_empty() => TrustMatch::Scope(s.clone()),
-                (None, Some(Value::String(c)), Some(v)) if !c.is_empty() && !v.is_null() => TrustMatch::Claim {
-                    name: c.clone(),
-                    value: v.clone(),
-                },
+                (Some(Value::String(s)), None, None) if !s.is_empty() => {
+                    TrustMatch::Scope(s.clone())
+                }
+                (None, Some(Value::String(c)), Some(v)) if !c.is_empty() && !v.is_null() => {
+                    TrustMatch::Claim {
+                        name: c.clone(),
+                        value: v.clone(),
+                    }
+                }
                 _ => {
                     self.problem(
                         &pointer,
@@ -677,6 +725,104 @@ mod tests {
         ] {
             assert!(err.contains(want), "missing {want:?} in:\n{err}");
         }
+    }
+
+    #[test]
+    fn gateway_oauth_reads_the_issuer_audience_and_claims_to_trust_project_first() {
+        let (_d, p, u) = files(
+            Some(
+                r#"{"gateway": {"oauth": {
+                    "issuer": "https://login.example.com",
+                    "audience": "https://gateway.example.com/mcp",
+                    "algorithms": ["RS256", "EdDSA"],
+                    "leeway_secs": 30,
+                    "scopes_supported": ["mcp:tools", "mcp:admin"],
+                    "required_scopes": ["mcp:tools"],
+                    "introspection": {"client_id": "gateway", "client_secret": "${env:GW_SECRET}"},
+                    "trust": [{"scope": "mcp:admin", "level": "creator"},
+                              {"claim": "groups", "value": "eng", "level": "user"}],
+                    "default": "public"}}}"#,
+            ),
+            Some(
+                r#"{"gateway": {"oauth": {"issuer": "https://other.example.com", "audience": "http://127.0.0.1:8940/mcp"}}}"#,
+            ),
+        );
+        let c = load(&p, Some(&u)).unwrap();
+        let o = c.oauth.unwrap();
+        assert_eq!(o.issuer, "https://login.example.com");
+        assert_eq!(o.audience, "https://gateway.example.com/mcp");
+        assert_eq!(
+            o.algorithms,
+            [
+                jsonwebtoken::Algorithm::RS256,
+                jsonwebtoken::Algorithm::EdDSA
+            ]
+        );
+        assert_eq!((o.leeway_secs, o.jwks_refresh_secs), (30, 10));
+        assert_eq!(o.required_scopes, ["mcp:tools"]);
+        assert_eq!(o.default, DefaultTrust::Level(TrustLevel::Public));
+        assert_eq!(
+            o.trust,
+            [
+                TrustRule {
+                    matches: TrustMatch::Scope("mcp:admin".into()),
+                    level: TrustLevel::Creator
+                },
+                TrustRule {
+                    matches: TrustMatch::Claim {
+                        name: "groups".into(),
+                        value: serde_json::json!("eng")
+                    },
+                    level: TrustLevel::User
+                },
+            ]
+        );
+        let i = o.introspection.unwrap();
+        assert_eq!(
+            (i.client_id.raw(), i.client_secret.raw(), i.endpoint),
+            ("gateway", "${env:GW_SECRET}", None)
+        );
+        assert_eq!(o.source, p);
+        // The user file alone: loopback http is fine, the default refuses.
+        let o = load(&u, None).unwrap().oauth.unwrap();
+        assert_eq!((o.default, o.algorithms.len()), (DefaultTrust::Refuse, 9));
+    }
+
+    #[test]
+    fn a_bad_gateway_oauth_names_the_field_and_the_fix() {
+        let (_d, p, _u) = files(
+            Some(
+                r#"{"gateway": {"oauth": {
+                    "issuer": "http://login.example.com",
+                    "algorithms": ["RS256", "none", "HS256", "XY1"],
+                    "leeway_secs": 9000,
+                    "scopes_supported": ["a b"],
+                    "introspection": {"client_id": "gw", "client_secret": "hunter2"},
+                    "trust": [{"scope": "x", "claim": "y", "level": "user"}, {"scope": "mcp:admin", "level": "admin"}],
+                    "default": "nobody",
+                    "isuer": 1}}}"#,
+            ),
+            None,
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/oauth/issuer: `http://login.example.com` is not an https URL (plain http is only for a loopback host); write \"issuer\": \"https://login.example.com\"",
+            "/gateway/oauth/audience: gateway.oauth needs an audience; add \"audience\": \"https://gateway.example.com/mcp\"",
+            "/gateway/oauth/algorithms/1: `none` is never accepted",
+            "/gateway/oauth/algorithms/2: `HS256` is a shared-secret algorithm, which the issuer's public keys cannot check",
+            "/gateway/oauth/algorithms/3: unknown algorithm \"XY1\"",
+            "/gateway/oauth/leeway_secs: expected a whole number from 0 to 600, not 9000",
+            "/gateway/oauth/scopes_supported: expected a list of scope names (no spaces)",
+            "/gateway/oauth/introspection/client_secret: a secret written in config.json would be readable by anyone who reads the file; write \"client_secret\": \"${env:GATEWAY_INTROSPECTION_CLIENT_SECRET}\"",
+            "/gateway/oauth/trust/0: a rule matches either a \"scope\", or a \"claim\" with its \"value\"",
+            "/gateway/oauth/trust/1/level: unknown trust level \"admin\"",
+            "/gateway/oauth/default: expected \"refuse\" or a trust level, not \"nobody\"",
+            "/gateway/oauth/isuer: unknown field `isuer`; did you mean `issuer`?",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
+        assert!(err.contains(&p.display().to_string()), "{err}");
+        assert!(!err.contains("hunter2"), "a secret in an error:\n{err}");
     }
 
     #[test]

@@ -26,10 +26,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Auth, Caller};
-use crate::oauth::{
-    Rejection, ResourceServer, WELL_KNOWN, challenge, protected_resource_metadata,
-};
 use crate::limits::{BoundedSessions, Caps, OPENING, Opening, Throttle};
+use crate::oauth::{Rejection, ResourceServer, WELL_KNOWN, challenge, protected_resource_metadata};
 use crate::registry::SessionInfo;
 use crate::session::McpSession;
 use crate::{Gateway, GatewayLimits};
@@ -264,7 +262,10 @@ impl Gateway {
             .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
             .route("/health", get(health))
             .route(WELL_KNOWN, get(resource_metadata))
-            .route(&format!("{WELL_KNOWN}/{{*resource}}"), get(resource_metadata))
+            .route(
+                &format!("{WELL_KNOWN}/{{*resource}}"),
+                get(resource_metadata),
+            )
             .layer(axum::middleware::from_fn_with_state(state.clone(), hosts))
             .with_state(state)
     }
@@ -470,7 +471,9 @@ fn refuse(
             tracing::info!(scope = %scope, "refused a signed-in caller: its claims grant no trust level");
             (
                 StatusCode::FORBIDDEN,
-                format!("the access token does not grant what this gateway needs: ask for scope `{scope}`"),
+                format!(
+                    "the access token does not grant what this gateway needs: ask for scope `{scope}`"
+                ),
             )
         }
         Rejection::Unavailable {
@@ -481,7 +484,9 @@ fn refuse(
             let seconds = retry_after.as_secs().max(1);
             let mut response = problem(
                 StatusCode::SERVICE_UNAVAILABLE,
-                &format!("the identity provider cannot be reached to check the token; retry in {seconds} s"),
+                &format!(
+                    "the identity provider cannot be reached to check the token; retry in {seconds} s"
+                ),
             );
             if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
                 response.headers_mut().insert(header::RETRY_AFTER, value);
@@ -496,7 +501,9 @@ fn refuse(
     }
     let mut response = problem(status, &message);
     if let Ok(value) = HeaderValue::from_str(&challenge(oauth.config(), rejection)) {
-        response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
     }
     response
 }

@@ -179,7 +179,10 @@ async fn serve(
             return USAGE;
         }
     };
-    let mut http = match HttpOptions::new(auth).with_oauth(oauth).with_limits(&args.limits) {
+    let mut http = match HttpOptions::new(auth)
+        .with_oauth(oauth)
+        .with_limits(&args.limits)
+    {
         Ok(http) => http,
         Err(e) => {
             eprintln!("core-agent: serve: {}", limits_error(&e));

@@ -80,12 +80,9 @@ pub(crate) fn scopes(claims: &Map<String, Value>) -> Vec<String> {
     for key in ["scope", "scp"] {
         match claims.get(key) {
             Some(Value::String(s)) => out.extend(s.split_whitespace().map(str::to_owned)),
-            Some(Value::Array(items)) => out.extend(
-                items
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned),
-            ),
+            Some(Value::Array(items)) => {
+                out.extend(items.iter().filter_map(Value::as_str).map(str::to_owned))
+            }
             _ => {}
         }
     }
@@ -181,17 +178,57 @@ mod tests {
     fn the_most_trusted_matching_rule_wins_else_the_default() {
         let r = rules();
         let table = [
-            (json!({"scope": "openid mcp:admin"}), DefaultTrust::Refuse, Some(TrustLevel::Creator)),
-            (json!({"scp": ["mcp:admin"]}), DefaultTrust::Refuse, Some(TrustLevel::Creator)),
-            (json!({"scope": "mcp:admin", "groups": ["eng"]}), DefaultTrust::Refuse, Some(TrustLevel::Creator)),
-            (json!({"groups": ["ops", "eng"]}), DefaultTrust::Refuse, Some(TrustLevel::User)),
-            (json!({"groups": "eng"}), DefaultTrust::Refuse, Some(TrustLevel::User)),
-            (json!({"email_verified": true, "groups": []}), DefaultTrust::Refuse, Some(TrustLevel::Public)),
-            (json!({"email_verified": "true"}), DefaultTrust::Refuse, None),
+            (
+                json!({"scope": "openid mcp:admin"}),
+                DefaultTrust::Refuse,
+                Some(TrustLevel::Creator),
+            ),
+            (
+                json!({"scp": ["mcp:admin"]}),
+                DefaultTrust::Refuse,
+                Some(TrustLevel::Creator),
+            ),
+            (
+                json!({"scope": "mcp:admin", "groups": ["eng"]}),
+                DefaultTrust::Refuse,
+                Some(TrustLevel::Creator),
+            ),
+            (
+                json!({"groups": ["ops", "eng"]}),
+                DefaultTrust::Refuse,
+                Some(TrustLevel::User),
+            ),
+            (
+                json!({"groups": "eng"}),
+                DefaultTrust::Refuse,
+                Some(TrustLevel::User),
+            ),
+            (
+                json!({"email_verified": true, "groups": []}),
+                DefaultTrust::Refuse,
+                Some(TrustLevel::Public),
+            ),
+            (
+                json!({"email_verified": "true"}),
+                DefaultTrust::Refuse,
+                None,
+            ),
             // A scope that only starts like the rule's is not it.
-            (json!({"scope": "mcp:administrator"}), DefaultTrust::Refuse, None),
-            (json!({"groups": ["engineering"]}), DefaultTrust::Level(TrustLevel::Public), Some(TrustLevel::Public)),
-            (json!({}), DefaultTrust::Level(TrustLevel::User), Some(TrustLevel::User)),
+            (
+                json!({"scope": "mcp:administrator"}),
+                DefaultTrust::Refuse,
+                None,
+            ),
+            (
+                json!({"groups": ["engineering"]}),
+                DefaultTrust::Level(TrustLevel::Public),
+                Some(TrustLevel::Public),
+            ),
+            (
+                json!({}),
+                DefaultTrust::Level(TrustLevel::User),
+                Some(TrustLevel::User),
+            ),
             (json!({}), DefaultTrust::Refuse, None),
         ];
         for (c, default, want) in table {

@@ -78,7 +78,9 @@ pub(crate) fn challenge(config: &OAuthConfig, rejection: &Rejection) -> String {
     match rejection {
         Rejection::Invalid(_) => {
             parts.push("error=\"invalid_token\"".to_owned());
-            parts.push("error_description=\"the access token is not valid for this gateway\"".to_owned());
+            parts.push(
+                "error_description=\"the access token is not valid for this gateway\"".to_owned(),
+            );
         }
         Rejection::InsufficientScope { scope } => {
             parts.push("error=\"insufficient_scope\"".to_owned());
@@ -106,10 +108,22 @@ mod tests {
     #[test]
     fn the_metadata_url_puts_the_resource_path_after_the_well_known_one() {
         for (audience, want) in [
-            ("https://gw.example.com/mcp", "https://gw.example.com/.well-known/oauth-protected-resource/mcp"),
-            ("http://127.0.0.1:8940/mcp/", "http://127.0.0.1:8940/.well-known/oauth-protected-resource/mcp"),
-            ("https://gw.example.com", "https://gw.example.com/.well-known/oauth-protected-resource"),
-            ("https://gw.example.com/a/b?x=1", "https://gw.example.com/.well-known/oauth-protected-resource/a/b"),
+            (
+                "https://gw.example.com/mcp",
+                "https://gw.example.com/.well-known/oauth-protected-resource/mcp",
+            ),
+            (
+                "http://127.0.0.1:8940/mcp/",
+                "http://127.0.0.1:8940/.well-known/oauth-protected-resource/mcp",
+            ),
+            (
+                "https://gw.example.com",
+                "https://gw.example.com/.well-known/oauth-protected-resource",
+            ),
+            (
+                "https://gw.example.com/a/b?x=1",
+                "https://gw.example.com/.well-known/oauth-protected-resource/a/b",
+            ),
         ] {
             assert_eq!(metadata_url(audience), want, "{audience}");
         }
@@ -120,7 +134,10 @@ mod tests {
         let mut config = OAuthConfig::new("https://idp.example.com", "https://gw.example.com/mcp");
         config.scopes_supported = vec!["mcp:tools".into(), "mcp:admin".into()];
         config.required_scopes = vec!["mcp:tools".into(), "openid".into()];
-        config.algorithms = vec![jsonwebtoken::Algorithm::RS256, jsonwebtoken::Algorithm::EdDSA];
+        config.algorithms = vec![
+            jsonwebtoken::Algorithm::RS256,
+            jsonwebtoken::Algorithm::EdDSA,
+        ];
         assert_eq!(
             protected_resource_metadata(&config),
             json!({
@@ -138,10 +155,15 @@ mod tests {
     fn challenges_say_where_to_sign_in_and_what_went_wrong() {
         let mut config = OAuthConfig::new("https://idp", "https://gw/mcp");
         let meta = "resource_metadata=\"https://gw/.well-known/oauth-protected-resource/mcp\"";
-        assert_eq!(challenge(&config, &Rejection::Missing), format!("Bearer {meta}"));
+        assert_eq!(
+            challenge(&config, &Rejection::Missing),
+            format!("Bearer {meta}")
+        );
         assert_eq!(
             challenge(&config, &Rejection::Invalid("expired".into())),
-            format!("Bearer {meta}, error=\"invalid_token\", error_description=\"the access token is not valid for this gateway\"")
+            format!(
+                "Bearer {meta}, error=\"invalid_token\", error_description=\"the access token is not valid for this gateway\""
+            )
         );
         config.scopes_supported = vec!["mcp:tools".into()];
         assert_eq!(
@@ -149,7 +171,12 @@ mod tests {
             format!("Bearer {meta}, scope=\"mcp:tools\"")
         );
         assert_eq!(
-            challenge(&config, &Rejection::InsufficientScope { scope: "mcp:\"admin\"".into() }),
+            challenge(
+                &config,
+                &Rejection::InsufficientScope {
+                    scope: "mcp:\"admin\"".into()
+                }
+            ),
             format!("Bearer {meta}, error=\"insufficient_scope\", scope=\"mcp:\\\"admin\\\"\"")
         );
     }

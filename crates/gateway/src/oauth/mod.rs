@@ -96,8 +96,12 @@ struct Inner {
     keys: RwLock<Arc<KeySet>>,
     /// Held while the keys are fetched: one fetch at a time, whoever asks.
     refresh: tokio::sync::Mutex<Refresh>,
-    introspected: Mutex<HashMap<[u8; 32], (Instant, Result<Map<String, Value>, String>)>>,
+    /// Introspection answers by the token's SHA-256, until when each is kept.
+    introspected: Mutex<HashMap<[u8; 32], (Instant, Introspected)>>,
 }
+
+/// An introspection answer: the token's claims, or why it is refused.
+type Introspected = Result<Map<String, Value>, String>;
 
 /// The keys, and when they were fetched.
 #[derive(Debug, Default)]
@@ -333,7 +337,9 @@ impl ResourceServer {
                 (Some(at), Some(reason)) => {
                     return Err(Rejection::Unavailable {
                         reason: reason.clone(),
-                        retry_after: interval.saturating_sub(at.elapsed()).max(Duration::from_secs(1)),
+                        retry_after: interval
+                            .saturating_sub(at.elapsed())
+                            .max(Duration::from_secs(1)),
                     });
                 }
                 (Some(_), None) => {
@@ -419,7 +425,8 @@ impl ResourceServer {
         if let Some(m) = self.inner.metadata.read().ok().and_then(|m| m.clone()) {
             return Ok(m);
         }
-        let found = Arc::new(provider::discover(&self.inner.http, &self.inner.config.issuer).await?);
+        let found =
+            Arc::new(provider::discover(&self.inner.http, &self.inner.config.issuer).await?);
         if let Ok(mut m) = self.inner.metadata.write() {
             *m = Some(found.clone());
         }
@@ -466,7 +473,10 @@ impl ResourceServer {
 
     /// Asks the introspection endpoint; `Ok(Err(reason))` when it says the
     /// token is not good for this gateway.
-    async fn introspect(&self, token: &str) -> Result<Result<Map<String, Value>, String>, Rejection> {
+    async fn introspect(
+        &self,
+        token: &str,
+    ) -> Result<Result<Map<String, Value>, String>, Rejection> {
         let unavailable = |reason: String| Rejection::Unavailable {
             reason,
             retry_after: Duration::from_secs(5),
@@ -596,7 +606,9 @@ fn bearer(authorization: Option<&str>) -> Result<&str, Rejection> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-._~+/=".contains(&b))
     {
-        return Err(Rejection::Invalid("the bearer token is malformed".to_owned()));
+        return Err(Rejection::Invalid(
+            "the bearer token is malformed".to_owned(),
+        ));
     }
     Ok(token)
 }

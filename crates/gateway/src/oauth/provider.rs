@@ -108,7 +108,9 @@ async fn read_json(
         .map_err(|e| Unreachable(format!("{url}: {}", describe(&e))))?
     {
         if body.len() + chunk.len() > MAX_BODY {
-            return Err(Unreachable(format!("{url}: answer larger than {MAX_BODY} bytes")));
+            return Err(Unreachable(format!(
+                "{url}: answer larger than {MAX_BODY} bytes"
+            )));
         }
         body.extend_from_slice(&chunk);
     }
@@ -152,7 +154,10 @@ pub(crate) fn metadata_of(
     url: &str,
     doc: &Map<String, Value>,
 ) -> Result<Metadata, Unreachable> {
-    let said = doc.get("issuer").and_then(Value::as_str).unwrap_or_default();
+    let said = doc
+        .get("issuer")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     if said.trim_end_matches('/') != issuer.trim_end_matches('/') {
         return Err(Unreachable(format!(
             "{url} names issuer `{said}`, not `{issuer}`: check gateway.oauth.issuer"
@@ -265,7 +270,11 @@ mod tests {
         .unwrap();
         assert_eq!(ok.jwks_uri, "https://idp/jwks");
         assert_eq!(ok.introspection_endpoint.as_deref(), Some("https://idp/i"));
-        let wrong = metadata_of("https://idp", "u", &doc(json!({"issuer": "https://evil", "jwks_uri": "x"})));
+        let wrong = metadata_of(
+            "https://idp",
+            "u",
+            &doc(json!({"issuer": "https://evil", "jwks_uri": "x"})),
+        );
         assert!(wrong.unwrap_err().0.contains("names issuer `https://evil`"));
         assert!(metadata_of("https://idp", "u", &doc(json!({"issuer": "https://idp"}))).is_err());
     }
