@@ -172,6 +172,11 @@ fn free_port() -> u16 {
 /// `admins` → creator, `eng` → user, anyone else public; `demo_add_note`
 /// only for creators; every token must grant `mcp:tools`.
 fn project(issuer: &str, audience: &str) -> Project {
+    project_with(issuer, audience, None)
+}
+
+/// [`project`], with `gateway.oauth.introspection` when given.
+fn project_with(issuer: &str, audience: &str, introspection: Option<Value>) -> Project {
     let p = Project::empty();
     p.write(
         ".agents/mcp.json",
@@ -181,23 +186,27 @@ fn project(issuer: &str, audience: &str) -> Project {
         })
         .to_string(),
     );
+    let mut oauth = json!({
+        "issuer": issuer,
+        "audience": audience,
+        "leeway_secs": 5,
+        "jwks_refresh_secs": 1,
+        "scopes_supported": ["mcp:tools"],
+        "required_scopes": ["mcp:tools"],
+        "trust": [
+            {"claim": "groups", "value": "admins", "level": "creator"},
+            {"claim": "groups", "value": "eng", "level": "user"}
+        ],
+        "default": "public"
+    });
+    if let Some(introspection) = introspection {
+        oauth["introspection"] = introspection;
+    }
     p.write(
         ".agents/config.json",
         &json!({
             "permissions": {"mode": "ask", "allow": ["mcp:demo_*", "builtin:retrieve_raw"]},
-            "gateway": {"oauth": {
-                "issuer": issuer,
-                "audience": audience,
-                "leeway_secs": 5,
-                "jwks_refresh_secs": 1,
-                "scopes_supported": ["mcp:tools"],
-                "required_scopes": ["mcp:tools"],
-                "trust": [
-                    {"claim": "groups", "value": "admins", "level": "creator"},
-                    {"claim": "groups", "value": "eng", "level": "user"}
-                ],
-                "default": "public"
-            }}
+            "gateway": {"oauth": oauth}
         })
         .to_string(),
     );
@@ -206,6 +215,11 @@ fn project(issuer: &str, audience: &str) -> Project {
 
 /// `core-agent serve --http 127.0.0.1:PORT` in `p`, with the static token too.
 fn gateway(p: &Project, port: u16) -> Proc {
+    gateway_with(p, port, &[])
+}
+
+/// [`gateway`] with more environment variables.
+fn gateway_with(p: &Project, port: u16, vars: &[(&str, &str)]) -> Proc {
     let agents = p.path().join(".agents");
     let addr = format!("127.0.0.1:{port}");
     let mut cmd = p.command(&[
@@ -215,7 +229,11 @@ fn gateway(p: &Project, port: u16) -> Proc {
         "--http",
         &addr,
     ]);
-    cmd.env("CORE_AGENT_GATEWAY_TOKEN", TOKEN);
+    // Info lines too: each refusal's reason, each fetch of the keys (the
+    // tests check that no token is among them).
+    cmd.env("CORE_AGENT_GATEWAY_TOKEN", TOKEN)
+        .env("CORE_AGENT_LOG", "info,rmcp=off")
+        .envs(vars.iter().copied());
     Proc::start(cmd, "core-agent serve", |line| {
         line.contains("serving MCP at ").then(|| line.to_owned())
     })
@@ -551,6 +569,19 @@ async fn bad_tokens_get_401_a_missing_scope_403_and_the_metadata_is_open() {
     );
 
     // The log says what happened, never the token.
+    for reason in [
+        "wrong audience",
+        "wrong issuer",
+        "bad signature",
+        "expired",
+        "malformed JWT header",
+    ] {
+        assert!(
+            gw.waits_for(reason, Duration::from_secs(10)),
+            "no {reason:?} in:\n{}",
+            gw.output()
+        );
+    }
     let log = gw.output();
     for (_, token) in &bad {
         assert!(!log.contains(token.as_str()), "a token in the log:\n{log}");
@@ -623,4 +654,79 @@ async fn a_rotated_key_is_picked_up_and_held_keys_outlive_the_provider() {
     let (status, _, retry, _) = initialize(&audience2, Some(&bearer(&k1))).await;
     assert_eq!(status, 503, "{}", cold.output());
     assert!(retry.is_some());
+}
+
+/// An opaque access token for `resource`, by the client credentials grant
+/// of `opaque-client`.
+async fn opaque_token(issuer: &str, resource: &str) -> String {
+    let encode = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let r = http()
+        .post(format!("{issuer}/token"))
+        .basic_auth("opaque-client", Some("opaque-secret"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=client_credentials&scope=mcp%3Atools&resource={}",
+            encode(resource)
+        ))
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let token = v["access_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no token: {text}"))
+        .to_owned();
+    assert!(!token.contains('.'), "not opaque: {text}");
+    token
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opaque_tokens_are_checked_at_the_providers_introspection_endpoint() {
+    let idp = Idp::start();
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let secret = "gateway-rs-secret";
+    let p = project_with(
+        &idp.issuer,
+        &audience,
+        Some(
+            json!({"client_id": "gateway-rs", "client_secret": "${env:E2E_INTROSPECTION_SECRET}"}),
+        ),
+    );
+    let gw = gateway_with(&p, port, &[("E2E_INTROSPECTION_SECRET", secret)]);
+    let good = opaque_token(&idp.issuer, &audience).await;
+    let (status, www, ..) = initialize(&audience, Some(&format!("Bearer {good}"))).await;
+    assert_eq!(status, 200, "{www}\n{}", gw.output());
+    // Issued for another resource, or made up: refused.
+    let elsewhere = opaque_token(&idp.issuer, "http://127.0.0.1:1/mcp").await;
+    for (what, token) in [
+        ("another audience", elsewhere.as_str()),
+        ("made up", "abcdefghijklmnopqrstuvwxyz012345"),
+    ] {
+        let (status, www, ..) = initialize(&audience, Some(&format!("Bearer {token}"))).await;
+        assert_eq!(status, 401, "{what}");
+        assert!(www.contains("invalid_token"), "{what}: {www}");
+    }
+    // JWTs still work beside them.
+    let jwt = idp
+        .sign("k1", None, claims(&idp.issuer, &audience, json!({})))
+        .await;
+    assert_eq!(
+        initialize(&audience, Some(&format!("Bearer {jwt}")))
+            .await
+            .0,
+        200
+    );
+    let log = gw.output();
+    assert!(!log.contains(secret) && !log.contains(&good), "{log}");
 }

@@ -123,8 +123,9 @@ pub(crate) fn trust_of(
     }
 }
 
-/// The identity of validated `claims` (`sub` is required by the validation;
-/// an empty one here means none was a string).
+/// The identity of validated `claims`: its `sub` (a JWT's is required by the
+/// validation), else, for an introspected token issued to a client on its
+/// own behalf, `client:<client_id>`.
 pub(crate) fn identity_of(issuer: &str, claims: &Map<String, Value>) -> Option<Identity> {
     let text = |k: &str| {
         claims
@@ -135,7 +136,7 @@ pub(crate) fn identity_of(issuer: &str, claims: &Map<String, Value>) -> Option<I
     };
     Some(Identity {
         issuer: issuer.to_owned(),
-        subject: text("sub")?,
+        subject: text("sub").or_else(|| text("client_id").map(|c| format!("client:{c}")))?,
         email: text("email"),
         name: text("name").or_else(|| text("preferred_username")),
     })
@@ -246,6 +247,8 @@ mod tests {
         let other = identity_of("https://other", &c).unwrap();
         assert_ne!(id.owner(), other.owner());
         assert!(identity_of("https://idp", &claims(json!({"sub": ""}))).is_none());
+        let client = identity_of("https://idp", &claims(json!({"client_id": "ci-bot"}))).unwrap();
+        assert_eq!(client.subject, "client:ci-bot");
         assert!(identity_of("https://idp", &claims(json!({"sub": 7}))).is_none());
         let bare = identity_of("https://idp", &claims(json!({"sub": "u2"}))).unwrap();
         assert_eq!(bare.display(), "u2");

@@ -39,6 +39,12 @@ const INTROSPECTION_TTL: Duration = Duration::from_secs(30);
 const INTROSPECTION_NEGATIVE_TTL: Duration = Duration::from_secs(5);
 /// Introspection answers kept, at most.
 const INTROSPECTION_CACHE: usize = 10_000;
+/// How long a JWT that checked out is taken without checking it again (its
+/// hash looked up instead of its signature verified), at most: never past
+/// its `exp`, and forgotten whenever the issuer's keys change.
+const VERIFIED_TTL: u64 = 300;
+/// Verified JWTs kept, at most.
+const VERIFIED_CACHE: usize = 10_000;
 
 /// Why a request's token was not accepted, and how to answer it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -98,6 +104,11 @@ struct Inner {
     refresh: tokio::sync::Mutex<Refresh>,
     /// Introspection answers by the token's SHA-256, until when each is kept.
     introspected: Mutex<HashMap<[u8; 32], (Instant, Introspected)>>,
+    /// JWTs that checked out, by their SHA-256: until when (Unix seconds)
+    /// each is taken as it is, and its caller. A client sends the same
+    /// token on every request until it expires; its signature is verified
+    /// once.
+    verified: Mutex<HashMap<[u8; 32], (u64, Caller)>>,
 }
 
 /// An introspection answer: the token's claims, or why it is refused.
@@ -192,6 +203,7 @@ impl ResourceServer {
                 keys: RwLock::default(),
                 refresh: tokio::sync::Mutex::new(Refresh::default()),
                 introspected: Mutex::new(HashMap::new()),
+                verified: Mutex::new(HashMap::new()),
                 config,
             }),
         })
@@ -228,7 +240,30 @@ impl ResourceServer {
     pub async fn authenticate(&self, authorization: Option<&str>) -> Result<Caller, Rejection> {
         let token = bearer(authorization)?;
         let claims = if looks_like_jwt(token) {
-            self.check_jwt(token).await?
+            let hash: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+            let now = now();
+            if let Some(caller) = self.inner.verified.lock().ok().and_then(|cache| {
+                cache
+                    .get(&hash)
+                    .filter(|(until, _)| now < *until)
+                    .map(|(_, caller)| caller.clone())
+            }) {
+                return Ok(caller);
+            }
+            let claims = self.check_jwt(token).await?;
+            let caller = self.caller_of(&claims)?;
+            let expires = claims.get("exp").and_then(Value::as_u64).unwrap_or(now);
+            let until = expires.min(now + VERIFIED_TTL);
+            if let Ok(mut cache) = self.inner.verified.lock() {
+                if cache.len() >= VERIFIED_CACHE {
+                    cache.retain(|_, (u, _)| now < *u);
+                    if cache.len() >= VERIFIED_CACHE {
+                        cache.clear();
+                    }
+                }
+                cache.insert(hash, (until, caller.clone()));
+            }
+            return Ok(caller);
         } else if self.inner.introspection.is_some() {
             self.check_opaque(token).await?
         } else {
@@ -387,6 +422,11 @@ impl ResourceServer {
                     keys = keys.len(),
                     "fetched the identity provider's signing keys"
                 );
+                // A token verified with a key the issuer no longer
+                // publishes is verified again.
+                if let Ok(mut cache) = self.inner.verified.lock() {
+                    cache.clear();
+                }
                 if let Ok(mut held) = self.inner.keys.write() {
                     let generation = held.generation + 1;
                     *held = Arc::new(KeySet {

@@ -429,3 +429,39 @@ async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_verified_token_is_not_verified_again_until_the_keys_change() {
+    let k1 = SigningKey::new("k1");
+    let k2 = SigningKey::new("k2");
+    let idp = idp(&[&k1]).await;
+    let rs = server(config(&idp.issuer));
+    rs.warm_up().await.unwrap();
+    let token = bearer_of(&k1.sign(&claims(&idp.issuer, json!({"scope": "mcp:admin"}))));
+    assert!(rs.authenticate(Some(&token)).await.is_ok());
+    // The issuer drops k1: the token is still taken, from what was verified…
+    *idp.jwks.lock().unwrap() = json!({"keys": [k2.jwk()]});
+    assert!(rs.authenticate(Some(&token)).await.is_ok());
+    assert_eq!(idp.fetched.load(Ordering::SeqCst), 1);
+    // …until the keys are fetched again (here for k2's first token): then
+    // it is checked anew, and k1 is gone.
+    let next = bearer_of(&k2.sign(&claims(&idp.issuer, json!({"scope": "mcp:admin"}))));
+    assert!(rs.authenticate(Some(&next)).await.is_ok());
+    assert!(matches!(
+        rs.authenticate(Some(&token)).await,
+        Err(Rejection::Invalid(_))
+    ));
+    // A token is never taken past its `exp`, verified or not.
+    let short = bearer_of(&k2.sign(&claims(
+        &idp.issuer,
+        json!({"scope": "mcp:admin", "exp": now() + 1}),
+    )));
+    assert!(rs.authenticate(Some(&short)).await.is_ok());
+    let strict = server(config(&idp.issuer).with_leeway_secs(0));
+    assert!(strict.authenticate(Some(&short)).await.is_ok());
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert!(matches!(
+        strict.authenticate(Some(&short)).await,
+        Err(Rejection::Invalid(_))
+    ));
+}
