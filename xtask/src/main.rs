@@ -27,7 +27,8 @@
 //!   measured in the same run: the digest's time beside parsing the same
 //!   bytes; the host's calls per second beside a bare rmcp client's on the
 //!   same server, the latency it adds, and the catalog rebuild time; the
-//!   gateway's (over stdio and HTTP) beside the same bare client, and 100
+//!   gateway's (over stdio and HTTP) beside the same bare client, a call
+//!   with a validated JWT beside one with a static token, and 100
 //!   HTTP sessions × 50 calls; the survey tools' times beside `rg` (or
 //!   `grep -r`) and `find` on the same generated tree (`SURVEY_BENCH_FILES`
 //!   files of ~10 KB, default 5,000).
