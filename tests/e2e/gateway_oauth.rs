@@ -730,3 +730,69 @@ async fn opaque_tokens_are_checked_at_the_providers_introspection_endpoint() {
     let log = gw.output();
     assert!(!log.contains(secret) && !log.contains(&good), "{log}");
 }
+
+/// A JSON-RPC POST to `url` with `authorization`, in session `session`:
+/// the status and the session id the answer names.
+async fn post(
+    url: &str,
+    authorization: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (u16, Option<String>) {
+    let mut r = http()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", authorization)
+        .body(body.to_string());
+    if let Some(id) = session {
+        r = r
+            .header("mcp-session-id", id)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    let response = r.send().await.unwrap();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (response.status().as_u16(), id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_belongs_to_the_signed_in_user_not_to_one_token() {
+    let idp = Idp::start();
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let iss = idp.issuer.clone();
+    let p = project(&iss, &audience);
+    let _gw = gateway(&p, port);
+    let token = |sub: &'static str, jti: &'static str| {
+        let claims = claims(&iss, &audience, json!({"sub": sub, "jti": jti}));
+        let idp = &idp;
+        async move { format!("Bearer {}", idp.sign("k1", None, claims).await) }
+    };
+    let (alice, alice_again, bob) = (
+        token("alice", "one").await,
+        token("alice", "two").await,
+        token("bob", "three").await,
+    );
+    assert_ne!(alice, alice_again);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "0"}}});
+    let (status, session) = post(&audience, &alice, None, init).await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    // alice's refreshed token (another token, the same issuer and subject) keeps her session…
+    let (status, _) = post(&audience, &alice_again, Some(&session), initialized).await;
+    assert_eq!(status, 202);
+    let (status, _) = post(&audience, &alice_again, Some(&session), list.clone()).await;
+    assert_eq!(status, 200);
+    // …and nobody else may use it: another user, or the operator's static token.
+    let (status, _) = post(&audience, &bob, Some(&session), list.clone()).await;
+    assert_eq!(status, 403);
+    let (status, _) = post(&audience, &format!("Bearer {TOKEN}"), Some(&session), list).await;
+    assert_eq!(status, 403);
+}
