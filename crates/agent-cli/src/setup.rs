@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use core_agent_digest::Pricing;
-use core_agent_gateway::{GatewayConfig, GatewayLimits, GatewayToken};
+use core_agent_gateway::{AuditSettings, GatewayConfig, GatewayLimits, GatewayToken};
 use core_agent_host::{
     Host, HostConfig, HostOptions, Overrides, Session, SessionOptions, permission_files,
     project_root,
@@ -106,6 +106,8 @@ pub(crate) struct Launch {
     pub(crate) pricing: Pricing,
     pub(crate) gateway_tokens: Vec<GatewayToken>,
     pub(crate) gateway_limits: GatewayLimits,
+    /// `gateway.audit`, when set.
+    pub(crate) gateway_audit: Option<AuditSettings>,
     pub(crate) warned: Arc<WarningLog>,
     pub(crate) stop: StopSignals,
 }
@@ -134,6 +136,7 @@ impl Launch {
         let GatewayConfig {
             tokens: gateway_tokens,
             limits: gateway_limits,
+            audit: gateway_audit,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
@@ -185,6 +188,7 @@ impl Launch {
             pricing,
             gateway_tokens,
             gateway_limits,
+            gateway_audit,
             warned,
             stop,
         })

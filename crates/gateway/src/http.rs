@@ -351,7 +351,14 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
             .map(|ConnectInfo(a)| a.ip());
+        let presented = authorization.is_some();
         if let Some(wait) = address.and_then(|ip| state.throttle.failed(ip, Instant::now())) {
+            audit_refusal(
+                &state,
+                address,
+                StatusCode::TOO_MANY_REQUESTS,
+                "throttled after too many failed sign-ins",
+            );
             let seconds = wait.as_secs().max(1);
             let mut response = problem(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -364,6 +371,16 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             }
             return response;
         }
+        audit_refusal(
+            &state,
+            address,
+            StatusCode::UNAUTHORIZED,
+            if presented {
+                "the bearer token was not accepted"
+            } else {
+                "no bearer token"
+            },
+        );
         let mut response = problem(
             StatusCode::UNAUTHORIZED,
             "a bearer token is required: send `Authorization: Bearer <token>` (the token the gateway was started with: CORE_AGENT_GATEWAY_TOKEN, the one generated and shown at start, or one of config.json's gateway.tokens)",
@@ -385,6 +402,16 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             .owner(id)
             .is_some_and(|owner| owner != caller.name)
     {
+        let address = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(a)| a.ip());
+        audit_refusal(
+            &state,
+            address,
+            StatusCode::FORBIDDEN,
+            &format!("`{}` used a session another caller opened", caller.name),
+        );
         return problem(
             StatusCode::FORBIDDEN,
             "this MCP session was opened with another token; open your own session",
@@ -410,6 +437,18 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         response = draining_waits_for(response, &state.gateway);
     }
     response
+}
+
+/// Writes a refused request to the audit trail, if there is one.
+fn audit_refusal(
+    state: &HttpState,
+    address: Option<std::net::IpAddr>,
+    status: StatusCode,
+    reason: &str,
+) {
+    if let Some(audit) = &state.gateway.inner.options.audit {
+        audit.sign_in_refused(address, status.as_u16(), reason);
+    }
 }
 
 /// Whether `response` streams server-sent events (a request's answer,

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod audit;
 mod auth;
 mod config;
 mod context;
@@ -21,6 +22,7 @@ use core_agent_mcp_config::TrustLevel;
 use core_agent_permissions::Mode;
 use rmcp::ServiceExt;
 
+pub use audit::{AUDIT_SCHEMA_VERSION, AuditLog, AuditSettings, AuditTarget};
 pub use auth::{Auth, Caller, Token};
 pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;
@@ -60,6 +62,8 @@ pub struct GatewayOptions {
     /// Forwards backends' elicitations to the client whose call caused them;
     /// it must also be the host's elicitor (`StartOptions::elicitor`).
     pub elicitations: Option<Arc<ElicitRouter>>,
+    /// The audit trail every decision is written to (none by default).
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 impl Default for GatewayOptions {
@@ -72,6 +76,7 @@ impl Default for GatewayOptions {
             pricing: Pricing::default(),
             parent_model: None,
             elicitations: None,
+            audit: None,
         }
     }
 }
@@ -118,6 +123,13 @@ impl GatewayOptions {
     /// (`StartOptions::elicitor`).
     pub fn with_elicitations(mut self, router: Option<Arc<ElicitRouter>>) -> GatewayOptions {
         self.elicitations = router;
+        self
+    }
+
+    /// Writes every decision (calls allowed, denied, asked, refused by
+    /// trust level or a pin; refused sign-ins) to `audit`.
+    pub fn with_audit(mut self, audit: Option<Arc<AuditLog>>) -> GatewayOptions {
+        self.audit = audit;
         self
     }
 }

@@ -143,7 +143,13 @@ impl McpSession {
                         .with_cost_ceiling(options.cost_ceiling)
                         // Payloads stay readable by the same token's later sessions
                         // (also across restarts, with --session-db).
-                        .with_owner(Some(caller.name.clone())),
+                        .with_owner(Some(caller.name.clone()))
+                        .with_observer(options.audit.clone().map(|log| {
+                            Arc::new(crate::audit::SessionAudit {
+                                log,
+                                caller: caller.clone(),
+                            }) as Arc<dyn core_agent_host::Observer>
+                        })),
                 ),
             );
             if let Ok(mut id) = self.record_id.lock() {

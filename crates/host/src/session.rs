@@ -255,11 +255,14 @@ impl Session {
         let started = Instant::now();
         let observed = self.observer.as_ref().map(|_| arguments.clone());
         let (plan, verdict) = self.decide(&published, name, arguments, level).await;
-        let Some(arguments) = observed else {
-            return self.run(&published, plan, level, progress).await;
-        };
         let server = plan.server().map(str::to_owned);
-        let (result, digested) = observing(self.run(&published, plan, level, progress)).await;
+        // Boxed: the pipeline's future is large, and a gateway's request
+        // future holds this one (a debug build's worker stack is 2 MiB).
+        let run = Box::pin(self.run(&published, plan, level, progress));
+        let Some(arguments) = observed else {
+            return run.await;
+        };
+        let (result, digested) = observing(run).await;
         self.tell(
             &Told {
                 name,
@@ -355,17 +358,16 @@ impl Session {
             .into_iter()
             .enumerate()
             .map(|(i, (name, plan, observed))| async move {
+                let server = plan.server().map(str::to_owned);
+                let run = Box::pin(self.run(published, plan, level, progress.get(i)));
                 let Some((arguments, verdict, deciding)) = observed else {
-                    let result = self.run(published, plan, level, progress.get(i)).await;
                     return CallOutcome {
                         name,
-                        result,
+                        result: run.await,
                         elapsed: started.elapsed(),
                     };
                 };
-                let server = plan.server().map(str::to_owned);
-                let (result, digested) =
-                    observing(self.run(published, plan, level, progress.get(i))).await;
+                let (result, digested) = observing(run).await;
                 let elapsed = started.elapsed();
                 self.tell(
                     &Told {
