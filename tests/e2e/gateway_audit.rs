@@ -103,7 +103,23 @@ async fn every_decision_is_one_line_and_no_line_holds_a_secret() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
         .collect();
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            core_agent_e2e::root().join("docs/schemas/audit-line.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut bad = lines[0].clone();
+    bad["decision"] = json!("maybe");
+    assert!(!validator.is_valid(&bad), "the schema checks decisions");
     for line in &lines {
+        let errors: Vec<String> = validator.iter_errors(line).map(|e| e.to_string()).collect();
+        assert!(
+            errors.is_empty(),
+            "{line} breaks the documented schema: {errors:?}"
+        );
         assert_eq!(line["v"], 1, "{line}");
         let time = line["time"].as_str().unwrap();
         assert!(time.ends_with('Z') && time.len() == 24, "{time}");
