@@ -24,6 +24,7 @@ mod gateway_audit;
 mod gateway_clients;
 mod gateway_context;
 mod gateway_load;
+mod gateway_oauth;
 mod gateway_stateless;
 mod lifecycle;
 mod listing;

@@ -199,6 +199,7 @@ fn deps() -> Result<PathBuf> {
             "npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
             "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
             "npm/node_modules/@cyanheads/git-mcp-server/dist/index.js",
+            "npm/node_modules/oidc-provider/lib/index.js",
         ],
         || {
             let npm_dir = dir.join("npm");
@@ -207,7 +208,7 @@ fn deps() -> Result<PathBuf> {
             write(&npm_dir.join("package.json"), &package_json)?;
             write(&npm_dir.join("package-lock.json"), &lock)?;
             eprintln!(
-                "xtask: installing the npm test dependencies (servers, conformance suite, Node 22)"
+                "xtask: installing the npm test dependencies (servers, conformance suite, OpenID provider, Node 22)"
             );
             let mut npm = Command::new("npm");
             npm.current_dir(&npm_dir).args([
@@ -780,6 +781,9 @@ fn bench_host() -> Result<()> {
 const GATEWAY_STDIO_ADDED_US: f64 = 100.0;
 /// … and over streamable HTTP, in µs.
 const GATEWAY_HTTP_ADDED_US: f64 = 500.0;
+/// A call with a validated JWT may add at most this much to one with a
+/// static token (median latency, HTTP, sequential), in µs.
+const GATEWAY_JWT_ADDED_US: f64 = 20.0;
 /// 100 HTTP sessions × 50 calls: the 99th percentile call, at most, in ms.
 const GATEWAY_LOAD_P99_MS: f64 = 50.0;
 
@@ -810,6 +814,7 @@ fn bench_gateway() -> Result<()> {
         ("stdio", "gateway, stdio"),
         ("http", "gateway, HTTP"),
         ("stateless", "gateway, sessionless"),
+        ("jwt", "gateway, HTTP, JWT"),
     ];
     let limit = |bench: &str| match bench {
         "stdio" => Some(GATEWAY_STDIO_ADDED_US),
@@ -931,6 +936,33 @@ fn bench_gateway() -> Result<()> {
             );
         }
     }
+
+    // Signing in: the same HTTP call with a JWT checked on every request
+    // (RS256, the provider's keys held) beside the static token.
+    let [_, static_mean, static_p50, _] = row("sequential", "http")?;
+    let [_, jwt_mean, jwt_p50, _] = row("sequential", "jwt")?;
+    let added = (jwt_p50 - static_p50) / 1e3;
+    println!(
+        "
+a call with a validated JWT (RS256) beside one with a static token, HTTP, sequential, interleaved"
+    );
+    println!(
+        "  p50 {:.1} vs {:.1} µs, added {added:.1} µs; calls/s {:.0} vs {:.0}, ratio {:.3}   target added p50 < {GATEWAY_JWT_ADDED_US} µs {}",
+        jwt_p50 / 1e3,
+        static_p50 / 1e3,
+        1e9 / jwt_mean,
+        1e9 / static_mean,
+        static_mean / jwt_mean,
+        verdict(added < GATEWAY_JWT_ADDED_US)
+    );
+    let static_check = ns("gateway_auth", "static", "median")?;
+    let jwt_check = ns("gateway_auth", "jwt", "median")?;
+    println!(
+        "  the check alone (criterion medians): static token {:.2} µs, JWT {:.2} µs, added {:.2} µs",
+        static_check / 1e3,
+        jwt_check / 1e3,
+        (jwt_check - static_check) / 1e3
+    );
 
     let [calls, total, p50, p99] = row("sessions", "http")?;
     let p99_ms = p99 / 1e6;

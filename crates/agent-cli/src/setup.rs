@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use core_agent_digest::Pricing;
-use core_agent_gateway::{AuditSettings, GatewayConfig, GatewayLimits, GatewayToken};
+use core_agent_gateway::{AuditSettings, GatewayConfig, GatewayLimits, GatewayToken, OAuthConfig};
 use core_agent_host::{
     Host, HostConfig, HostOptions, Overrides, Session, SessionOptions, permission_files,
     project_root,
@@ -108,6 +108,7 @@ pub(crate) struct Launch {
     pub(crate) gateway_limits: GatewayLimits,
     /// `gateway.audit`, when set.
     pub(crate) gateway_audit: Option<AuditSettings>,
+    pub(crate) gateway_oauth: Option<OAuthConfig>,
     pub(crate) warned: Arc<WarningLog>,
     pub(crate) stop: StopSignals,
 }
@@ -137,6 +138,7 @@ impl Launch {
             tokens: gateway_tokens,
             limits: gateway_limits,
             audit: gateway_audit,
+            oauth: gateway_oauth,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
@@ -189,6 +191,7 @@ impl Launch {
             gateway_tokens,
             gateway_limits,
             gateway_audit,
+            gateway_oauth,
             warned,
             stop,
         })

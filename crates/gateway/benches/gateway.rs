@@ -24,7 +24,15 @@
 //!   a session (protocol 2025-11-25);
 //! - `stateless`: the same over protocol 2026-07-28, with no session (each
 //!   request carries its metadata, and the gateway opens a host session
-//!   per request).
+//!   per request);
+//! - `jwt`: the `http` path with a signed-in caller: an RS256 access token
+//!   (2048-bit key) validated on every request against the keys of an
+//!   identity provider served in this process (`gateway.oauth`), beside the
+//!   static token of `http` on the same listener.
+//!
+//! `gateway_auth` times the check alone: a static token
+//! ([`Auth::caller`]) and a JWT ([`ResourceServer::authenticate`]: header,
+//! key lookup, RS256 signature, claims, trust rules).
 //!
 //! The host has the digest on at its default threshold (as `core-agent
 //! serve` runs), and the gate allows `mcp:bench_*` by pattern in mode `ask`
@@ -58,7 +66,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use core_agent_digest::MemoryStore;
-use core_agent_gateway::{Auth, Caller, Gateway, GatewayOptions, HttpOptions, Token};
+use core_agent_gateway::{
+    Auth, Caller, DefaultTrust, Gateway, GatewayOptions, HttpOptions, OAuthConfig, ResourceServer,
+    Token,
+};
 use core_agent_host::demo::SUMMARY_URI;
 use core_agent_host::{DigestOptions, Host, HostOptions, Session, SessionOptions};
 use core_agent_mcp_config::{
@@ -177,10 +188,7 @@ async fn stdio_client(gateway: &Gateway) -> RunningService<RoleClient, ()> {
     let (client_end, gateway_end) = tokio::io::duplex(1 << 16);
     let gateway = gateway.clone();
     tokio::spawn(async move {
-        let caller = Caller {
-            name: "bench".to_owned(),
-            trust_level: TrustLevel::Creator,
-        };
+        let caller = Caller::new("bench", TrustLevel::Creator);
         let _ = gateway.serve_io(gateway_end, caller).await;
     });
     ().serve(client_end).await.unwrap()
@@ -200,9 +208,67 @@ async fn hop_client() -> RunningService<RoleClient, ()> {
     ().serve(client_end).await.unwrap()
 }
 
+/// An identity provider in this process: its metadata and its one RS256
+/// key, on 127.0.0.1:0; the issuer URL and an access token for `audience`.
+async fn identity_provider(audience: &str) -> (String, String) {
+    use aws_lc_rs::rsa::{KeyPair, KeySize};
+    use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
+    use base64::Engine;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let key = KeyPair::generate(KeySize::Rsa2048).unwrap();
+    let public = key.public_key();
+    let jwks = json!({"keys": [{"kty": "RSA", "kid": "bench", "alg": "RS256", "use": "sig",
+        "n": b64(public.modulus().big_endian_without_leading_zero()),
+        "e": b64(public.exponent().big_endian_without_leading_zero())}]});
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let issuer = format!("http://{}", listener.local_addr().unwrap());
+    let metadata = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks")});
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/openid-configuration",
+            axum::routing::get(move || async move { axum::Json(metadata) }),
+        )
+        .route(
+            "/jwks",
+            axum::routing::get(move || async move { axum::Json(jwks) }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = json!({"alg": "RS256", "typ": "at+jwt", "kid": "bench"});
+    let claims = json!({"iss": issuer, "aud": audience, "sub": "bench-user",
+        "email": "bench@example.com", "scope": "mcp:tools", "groups": ["eng"],
+        "iat": now, "exp": now + 24 * 3600});
+    let input = format!(
+        "{}.{}",
+        b64(header.to_string().as_bytes()),
+        b64(claims.to_string().as_bytes())
+    );
+    let mut signature = vec![0; key.public_modulus_len()];
+    key.sign(
+        &RSA_PKCS1_SHA256,
+        &aws_lc_rs::rand::SystemRandom::new(),
+        input.as_bytes(),
+        &mut signature,
+    )
+    .unwrap();
+    (issuer, format!("{input}.{}", b64(&signature)))
+}
+
 /// An rmcp streamable HTTP client of the gateway at `url`, on `http`.
 async fn http_client(http: &reqwest::Client, url: &str) -> RunningService<RoleClient, ()> {
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(TOKEN);
+    http_client_as(http, url, TOKEN).await
+}
+
+/// The same with `token` as its bearer token.
+async fn http_client_as(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+) -> RunningService<RoleClient, ()> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
     let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
     ().serve(transport).await.unwrap()
 }
@@ -314,6 +380,17 @@ fn calls(c: &mut Criterion) {
         secret: TOKEN.to_owned(),
         trust_level: TrustLevel::Creator,
     }]);
+    // Signed-in callers too: JWTs of a provider in this process, creators
+    // whatever their claims.
+    let (issuer, jwt) = rt.block_on(identity_provider(&url));
+    let oauth = ResourceServer::new(
+        OAuthConfig::new(&issuer, &url)
+            .with_trust(Vec::new(), DefaultTrust::Level(TrustLevel::Creator)),
+        &core_agent_mcp_config::ProcessEnv,
+    )
+    .unwrap();
+    assert_eq!(rt.block_on(oauth.warm_up()), Ok(1));
+    let http_options = HttpOptions::new(auth.clone()).with_oauth(Some(oauth.clone()));
     let server = rt.spawn({
         let gateway = gateway.clone();
         async move {
@@ -321,12 +398,7 @@ fn calls(c: &mut Criterion) {
                 let _ = stopped.await;
             };
             gateway
-                .serve_http(
-                    listener,
-                    HttpOptions::new(auth),
-                    shutdown,
-                    Duration::from_secs(5),
-                )
+                .serve_http(listener, http_options, shutdown, Duration::from_secs(5))
                 .await
         }
     });
@@ -334,12 +406,14 @@ fn calls(c: &mut Criterion) {
     let pool = reqwest::Client::builder().no_proxy().build().unwrap();
     let http = rt.block_on(http_client(&pool, &url));
     let stateless = rt.block_on(stateless_client(&pool, &url));
+    let signed_in = rt.block_on(http_client_as(&pool, &url, &jwt));
 
     let bare_peer = bare_client.peer().clone();
     let stdio_peer = stdio.peer().clone();
     let http_peer = http.peer().clone();
     let hop_peer = hop.peer().clone();
     let stateless_peer = stateless.peer().clone();
+    let jwt_peer = signed_in.peer().clone();
     let paths = [
         ("bare", Route::Client(&bare_peer, "divide")),
         ("host", Route::Host(&session)),
@@ -347,6 +421,7 @@ fn calls(c: &mut Criterion) {
         ("stdio", Route::Client(&stdio_peer, "bench_divide")),
         ("http", Route::Client(&http_peer, "bench_divide")),
         ("stateless", Route::Client(&stateless_peer, "bench_divide")),
+        ("jwt", Route::Client(&jwt_peer, "bench_divide")),
     ];
 
     // Every path answers, and the same way, before anything is timed.
@@ -369,6 +444,37 @@ fn calls(c: &mut Criterion) {
         }
         g.finish();
     }
+
+    // The check alone: a static token beside a JWT (signature and claims).
+    let static_header = format!("Bearer {TOKEN}");
+    let jwt_header = format!("Bearer {jwt}");
+    assert!(auth.caller(Some(&static_header)).is_some());
+    assert!(rt.block_on(oauth.authenticate(Some(&jwt_header))).is_ok());
+    let mut g = c.benchmark_group("gateway_auth");
+    g.sample_size(50)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .throughput(Throughput::Elements(1));
+    g.bench_function(BenchmarkId::from_parameter("static"), |b| {
+        b.iter(|| black_box(auth.caller(Some(black_box(&static_header)))))
+    });
+    g.bench_function(BenchmarkId::from_parameter("jwt"), |b| {
+        b.iter_custom(|iters| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    black_box(
+                        oauth
+                            .authenticate(Some(black_box(&jwt_header)))
+                            .await
+                            .is_ok(),
+                    );
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
 
     // A resource read and a prompt through the gateway, beside the same
     // request to the server itself.
@@ -415,7 +521,15 @@ fn calls(c: &mut Criterion) {
     }
 
     rt.block_on(async {
-        drop((bare_peer, stdio_peer, http_peer, hop_peer, stateless_peer));
+        drop((
+            bare_peer,
+            stdio_peer,
+            http_peer,
+            hop_peer,
+            stateless_peer,
+            jwt_peer,
+        ));
+        let _ = signed_in.cancel().await;
         let _ = stateless.cancel().await;
         let _ = hop.cancel().await;
         let _ = http.cancel().await;

@@ -286,9 +286,19 @@ impl Observer for SessionAudit {
     }
 }
 
-/// `{"name": …, "trust_level": …}` of a caller.
+/// `{"name": …, "trust_level": …}` of a caller, and `"identity": {"issuer",
+/// "subject", "email", "name"}` for one signed in with an identity provider.
 fn caller_json(caller: &Caller) -> Value {
-    json!({"name": caller.name, "trust_level": caller.trust_level.as_str()})
+    let mut value = json!({"name": caller.name, "trust_level": caller.trust_level.as_str()});
+    if let Some(identity) = &caller.identity {
+        value["identity"] = json!({
+            "issuer": identity.issuer,
+            "subject": identity.subject,
+            "email": identity.email,
+            "name": identity.name,
+        });
+    }
+    value
 }
 
 /// Why the call was decided as it was: the gate's rule, the answer to an

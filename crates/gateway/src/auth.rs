@@ -1,18 +1,54 @@
 //! Who may connect over HTTP: bearer tokens, each with a name and a trust
-//! level, compared in constant time.
+//! level, compared in constant time; beside them, callers signed in with
+//! an identity provider (`oauth`), who carry their identity.
 
 use core_agent_mcp_config::TrustLevel;
 use subtle::ConstantTimeEq;
+
+use crate::oauth::Identity;
 
 /// The caller of one HTTP request, as its token says: put in the request's
 /// extensions by the auth layer, read by the MCP session it reaches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
     /// The token's name (`gateway.tokens.<name>`, `default`, or `anonymous`
-    /// under `--no-auth`).
+    /// under `--no-auth`), or a signed-in user's email, name or subject.
     pub name: String,
     /// The trust level of sessions this caller opens.
     pub trust_level: TrustLevel,
+    /// Who signed in, for a caller whose token an identity provider issued.
+    pub identity: Option<Identity>,
+}
+
+impl Caller {
+    /// A caller known by a static token's `name` (or the fixed caller of
+    /// stdio and `--no-auth`).
+    pub fn new(name: impl Into<String>, trust_level: TrustLevel) -> Caller {
+        Caller {
+            name: name.into(),
+            trust_level,
+            identity: None,
+        }
+    }
+
+    /// A caller signed in as `identity`, at the level its claims earn.
+    pub fn signed_in(identity: Identity, trust_level: TrustLevel) -> Caller {
+        Caller {
+            name: identity.display(),
+            trust_level,
+            identity: Some(identity),
+        }
+    }
+
+    /// What owns this caller's sessions and digest payloads: the issuer and
+    /// subject of a signed-in caller (`oauth:<issuer>#<sub>`), else the
+    /// token's name. A session is used, and a payload read, only by its owner.
+    pub fn owner(&self) -> String {
+        match &self.identity {
+            Some(identity) => identity.owner(),
+            None => self.name.clone(),
+        }
+    }
 }
 
 /// One accepted bearer token.
@@ -62,10 +98,7 @@ impl Auth {
     pub fn caller(&self, authorization: Option<&str>) -> Option<Caller> {
         let tokens = match self {
             Auth::Open(level) => {
-                return Some(Caller {
-                    name: "anonymous".to_owned(),
-                    trust_level: *level,
-                });
+                return Some(Caller::new("anonymous", *level));
             }
             Auth::Tokens(tokens) => tokens,
         };
@@ -76,10 +109,7 @@ impl Auth {
         let mut found = None;
         for token in tokens {
             if bool::from(presented.as_bytes().ct_eq(token.secret.as_bytes())) && found.is_none() {
-                found = Some(Caller {
-                    name: token.name.clone(),
-                    trust_level: token.trust_level,
-                });
+                found = Some(Caller::new(token.name.clone(), token.trust_level));
             }
         }
         found

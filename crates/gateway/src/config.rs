@@ -8,6 +8,9 @@ use core_agent_mcp_config::{Error, FileProblems, Problem, TrustLevel, escape_poi
 use core_agent_permissions::Section;
 use serde_json::{Map, Value};
 
+use crate::oauth::{
+    DEFAULT_ALGORITHMS, DefaultTrust, IntrospectionConfig, OAuthConfig, TrustMatch, TrustRule,
+};
 use crate::{AuditSettings, AuditTarget, GatewayToken};
 
 /// The `gateway` sections of the project's and the user's `config.json`,
@@ -17,6 +20,9 @@ use crate::{AuditSettings, AuditTarget, GatewayToken};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct GatewayConfig {
+    /// `gateway.oauth`: callers signed in with an identity provider; the
+    /// first file that sets it (the project's) wins as a whole.
+    pub oauth: Option<OAuthConfig>,
     /// `gateway.tokens`: who may connect over HTTP, by name; a name in the
     /// project file wins over the same name in the user file.
     pub tokens: Vec<GatewayToken>,
@@ -71,6 +77,12 @@ impl GatewayConfig {
     /// `gateway.tokens`: who may connect over HTTP, by name.
     pub fn with_tokens(mut self, tokens: Vec<GatewayToken>) -> GatewayConfig {
         self.tokens = tokens;
+        self
+    }
+
+    /// `gateway.oauth`: callers signed in with an identity provider.
+    pub fn with_oauth(mut self, oauth: Option<OAuthConfig>) -> GatewayConfig {
+        self.oauth = oauth;
         self
     }
 
@@ -151,6 +163,7 @@ impl Cx<'_> {
             base,
             &[
                 "tokens",
+                "oauth",
                 "max_sessions",
                 "max_sessions_per_token",
                 "session_idle_timeout_secs",
@@ -159,6 +172,12 @@ impl Cx<'_> {
         );
         if let Some(audit) = gateway.get("audit").and_then(|v| self.audit(v)) {
             config.audit = config.audit.take().or(Some(audit));
+        }
+        if let Some(oauth) = gateway.get("oauth") {
+            let parsed = self.oauth(oauth);
+            if config.oauth.is_none() {
+                config.oauth = parsed;
+            }
         }
         for token in self.tokens(gateway) {
             if !config.tokens.iter().any(|t| t.name == token.name) {
@@ -282,6 +301,315 @@ impl Cx<'_> {
             }
         }
         Some(settings)
+    }
+
+    /// `"oauth": {"issuer", "audience", "algorithms", "leeway_secs",
+    /// "jwks_refresh_secs", "scopes_supported", "required_scopes",
+    /// "introspection", "trust", "default"}`; `None` when it has a problem.
+    fn oauth(&mut self, value: &Value) -> Option<OAuthConfig> {
+        let base = format!("{}/oauth", self.section.pointer);
+        let oauth = self.object(value, &base)?;
+        self.problems.unknown_keys(
+            oauth,
+            &base,
+            &[
+                "issuer",
+                "audience",
+                "algorithms",
+                "leeway_secs",
+                "jwks_refresh_secs",
+                "scopes_supported",
+                "required_scopes",
+                "introspection",
+                "trust",
+                "default",
+            ],
+        );
+        let before = self.problems_count();
+        let issuer = self.url(oauth, &base, "issuer", "https://login.example.com");
+        let audience = self.url(oauth, &base, "audience", "https://gateway.example.com/mcp");
+        let mut config = OAuthConfig::new(issuer.unwrap_or_default(), audience.unwrap_or_default());
+        config.source = self.section.path.clone();
+        if let Some(algs) = self.algorithms(oauth, &base) {
+            config.algorithms = algs;
+        }
+        if let Some(leeway) = self.whole(oauth, &base, "leeway_secs", 0, 600) {
+            config.leeway_secs = leeway;
+        }
+        if let Some(secs) = self.whole(oauth, &base, "jwks_refresh_secs", 0, 3600) {
+            config.jwks_refresh_secs = secs;
+        }
+        config.scopes_supported = self.strings(oauth, &base, "scopes_supported");
+        config.required_scopes = self.strings(oauth, &base, "required_scopes");
+        config.introspection = oauth
+            .get("introspection")
+            .and_then(|v| self.introspection(v, &format!("{base}/introspection")));
+        config.trust = self.trust_rules(oauth, &base);
+        config.default = self.default_trust(oauth, &base);
+        (self.problems_count() == before).then_some(config)
+    }
+
+    fn problems_count(&self) -> usize {
+        self.problems.len()
+    }
+
+    /// `oauth[key]`: an absolute `https` URL (`http` only on a loopback host).
+    fn url(
+        &mut self,
+        oauth: &Map<String, Value>,
+        base: &str,
+        key: &str,
+        example: &str,
+    ) -> Option<String> {
+        let pointer = format!("{base}/{key}");
+        let fix = format!("write \"{key}\": \"{example}\"");
+        let Some(v) = oauth.get(key) else {
+            self.problem(
+                &pointer,
+                &format!("gateway.oauth needs an {key}"),
+                &format!("add {}", &fix[6..]),
+            );
+            return None;
+        };
+        let Some(text) = v.as_str() else {
+            self.problem(&pointer, &format!("expected a URL, not {v}"), &fix);
+            return None;
+        };
+        match url::Url::parse(text) {
+            Ok(u) if u.scheme() == "https" && u.host().is_some() => Some(text.to_owned()),
+            Ok(u)
+                if u.scheme() == "http"
+                    && u.host_str()
+                        .is_some_and(|h| h == "localhost" || h == "127.0.0.1" || h == "[::1]") =>
+            {
+                Some(text.to_owned())
+            }
+            Ok(_) => {
+                self.problem(
+                    &pointer,
+                    &format!(
+                        "`{text}` is not an https URL (plain http is only for a loopback host)"
+                    ),
+                    &fix,
+                );
+                None
+            }
+            Err(e) => {
+                self.problem(&pointer, &format!("`{text}` is not a URL ({e})"), &fix);
+                None
+            }
+        }
+    }
+
+    /// `oauth.algorithms`: asymmetric JWS algorithms only.
+    fn algorithms(
+        &mut self,
+        oauth: &Map<String, Value>,
+        base: &str,
+    ) -> Option<Vec<jsonwebtoken::Algorithm>> {
+        let v = oauth.get("algorithms")?;
+        let pointer = format!("{base}/algorithms");
+        let names = DEFAULT_ALGORITHMS.map(|a| format!("{a:?}")).join("\", \"");
+        let Some(items) = v.as_array().filter(|a| !a.is_empty()) else {
+            self.problem(&pointer, "expected a list of algorithm names", "write \"algorithms\": [\"RS256\", \"ES256\"], or remove it for every asymmetric algorithm");
+            return None;
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let pointer = format!("{pointer}/{i}");
+            let name = item.as_str().unwrap_or_default();
+            match DEFAULT_ALGORITHMS.iter().find(|a| format!("{a:?}") == name) {
+                Some(a) => out.push(*a),
+                None if name.eq_ignore_ascii_case("none") => self.problem(
+                    &pointer,
+                    "`none` is never accepted: an unsigned token proves nothing",
+                    &format!("remove it; use one of \"{names}\""),
+                ),
+                None if name.to_ascii_uppercase().starts_with("HS") => self.problem(
+                    &pointer,
+                    &format!("`{name}` is a shared-secret algorithm, which the issuer's public keys cannot check"),
+                    &format!("remove it; use one of \"{names}\""),
+                ),
+                None => self.problem(
+                    &pointer,
+                    &format!("unknown algorithm {item}"),
+                    &format!("use one of \"{names}\""),
+                ),
+            }
+        }
+        Some(out)
+    }
+
+    /// `oauth[key]`: a whole number from `min` to `max`.
+    fn whole(
+        &mut self,
+        oauth: &Map<String, Value>,
+        base: &str,
+        key: &str,
+        min: u64,
+        max: u64,
+    ) -> Option<u64> {
+        let v = oauth.get(key)?;
+        match v.as_u64() {
+            Some(n) if (min..=max).contains(&n) => Some(n),
+            _ => {
+                self.problem(
+                    &format!("{base}/{key}"),
+                    &format!("expected a whole number from {min} to {max}, not {v}"),
+                    &format!("write \"{key}\": 60 (no quotes), or remove it for the default"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `oauth[key]`: a list of scope names.
+    fn strings(&mut self, oauth: &Map<String, Value>, base: &str, key: &str) -> Vec<String> {
+        let Some(v) = oauth.get(key) else {
+            return Vec::new();
+        };
+        match v.as_array().map(|a| {
+            a.iter()
+                .map(|s| {
+                    s.as_str()
+                        .filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
+                })
+                .collect::<Option<Vec<_>>>()
+        }) {
+            Some(Some(scopes)) => scopes.into_iter().map(str::to_owned).collect(),
+            _ => {
+                self.problem(
+                    &format!("{base}/{key}"),
+                    "expected a list of scope names (no spaces)",
+                    &format!("write \"{key}\": [\"mcp:tools\"]"),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// `oauth.introspection`: `{"endpoint"?, "client_id", "client_secret"}`.
+    fn introspection(&mut self, v: &Value, base: &str) -> Option<IntrospectionConfig> {
+        let obj = self.object(v, base)?;
+        self.problems
+            .unknown_keys(obj, base, &["endpoint", "client_id", "client_secret"]);
+        let endpoint = match obj.get("endpoint") {
+            None => None,
+            Some(_) => Some(self.url(
+                obj,
+                base,
+                "endpoint",
+                "https://login.example.com/introspect",
+            )?),
+        };
+        let mut template = |key: &str, var: &str| -> Option<core_agent_mcp_config::Template> {
+            let pointer = format!("{base}/{key}");
+            let fix = format!(
+                "write \"{key}\": \"${{env:{var}}}\" and export {var} where the gateway starts"
+            );
+            let text = obj
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty());
+            let Some(text) = text else {
+                self.problem(&pointer, &format!("introspection needs a {key}"), &fix);
+                return None;
+            };
+            match core_agent_mcp_config::Template::parse(text) {
+                Ok(t) if key == "client_secret" && !t.has_placeholders() => {
+                    self.problem(&pointer, "a secret written in config.json would be readable by anyone who reads the file", &fix);
+                    None
+                }
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.problem(&pointer, &e, &fix);
+                    None
+                }
+            }
+        };
+        let client_id = template("client_id", "GATEWAY_INTROSPECTION_CLIENT_ID");
+        let client_secret = template("client_secret", "GATEWAY_INTROSPECTION_CLIENT_SECRET");
+        let mut out = IntrospectionConfig::new(client_id?, client_secret?);
+        out.endpoint = endpoint;
+        Some(out)
+    }
+
+    /// `oauth.trust`: `[{"scope": S, "level": L} | {"claim": C, "value": V, "level": L}]`.
+    fn trust_rules(&mut self, oauth: &Map<String, Value>, base: &str) -> Vec<TrustRule> {
+        let Some(v) = oauth.get("trust") else {
+            return Vec::new();
+        };
+        let base = format!("{base}/trust");
+        let example = "write [{\"scope\": \"mcp:admin\", \"level\": \"creator\"}, {\"claim\": \"groups\", \"value\": \"eng\", \"level\": \"user\"}]";
+        let Some(items) = v.as_array() else {
+            self.problem(&base, "expected a list of rules", example);
+            return Vec::new();
+        };
+        let levels = TrustLevel::ALL.map(TrustLevel::as_str).join("\", \"");
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let pointer = format!("{base}/{i}");
+            let Some(rule) = self.object(item, &pointer) else {
+                continue;
+            };
+            self.problems
+                .unknown_keys(rule, &pointer, &["scope", "claim", "value", "level"]);
+            let matches = match (rule.get("scope"), rule.get("claim"), rule.get("value")) {
+                (Some(Value::String(s)), None, None) if !s.is_empty() => {
+                    TrustMatch::Scope(s.clone())
+                }
+                (None, Some(Value::String(c)), Some(v)) if !c.is_empty() && !v.is_null() => {
+                    TrustMatch::Claim {
+                        name: c.clone(),
+                        value: v.clone(),
+                    }
+                }
+                _ => {
+                    self.problem(
+                        &pointer,
+                        "a rule matches either a \"scope\", or a \"claim\" with its \"value\"",
+                        "write {\"scope\": \"mcp:admin\", \"level\": \"creator\"} or {\"claim\": \"groups\", \"value\": \"eng\", \"level\": \"user\"}",
+                    );
+                    continue;
+                }
+            };
+            let level = rule.get("level").and_then(Value::as_str);
+            let Some(level) = level.and_then(TrustLevel::parse) else {
+                self.problem(
+                    &format!("{pointer}/level"),
+                    &match level {
+                        Some(l) => format!("unknown trust level \"{l}\""),
+                        None => "every rule needs the trust level it grants".to_owned(),
+                    },
+                    &format!("write \"level\": one of \"{levels}\""),
+                );
+                continue;
+            };
+            out.push(TrustRule { matches, level });
+        }
+        out
+    }
+
+    /// `oauth.default`: a trust level, or `"refuse"` (also when unset).
+    fn default_trust(&mut self, oauth: &Map<String, Value>, base: &str) -> DefaultTrust {
+        let Some(v) = oauth.get("default") else {
+            return DefaultTrust::Refuse;
+        };
+        match v.as_str() {
+            Some("refuse") => DefaultTrust::Refuse,
+            Some(l) if TrustLevel::parse(l).is_some() => {
+                TrustLevel::parse(l).map_or(DefaultTrust::Refuse, DefaultTrust::Level)
+            }
+            _ => {
+                let levels = TrustLevel::ALL.map(TrustLevel::as_str).join("\", \"");
+                self.problem(
+                    &format!("{base}/default"),
+                    &format!("expected \"refuse\" or a trust level, not {v}"),
+                    &format!("write \"default\": \"refuse\", or one of \"{levels}\""),
+                );
+                DefaultTrust::Refuse
+            }
+        }
     }
 
     /// `"tokens": {"<name>": {"env": "VAR", "trust_level": "public"}}`.
@@ -550,6 +878,104 @@ mod tests {
         ] {
             assert!(err.contains(want), "missing {want:?} in:\n{err}");
         }
+    }
+
+    #[test]
+    fn gateway_oauth_reads_the_issuer_audience_and_claims_to_trust_project_first() {
+        let (_d, p, u) = files(
+            Some(
+                r#"{"gateway": {"oauth": {
+                    "issuer": "https://login.example.com",
+                    "audience": "https://gateway.example.com/mcp",
+                    "algorithms": ["RS256", "EdDSA"],
+                    "leeway_secs": 30,
+                    "scopes_supported": ["mcp:tools", "mcp:admin"],
+                    "required_scopes": ["mcp:tools"],
+                    "introspection": {"client_id": "gateway", "client_secret": "${env:GW_SECRET}"},
+                    "trust": [{"scope": "mcp:admin", "level": "creator"},
+                              {"claim": "groups", "value": "eng", "level": "user"}],
+                    "default": "public"}}}"#,
+            ),
+            Some(
+                r#"{"gateway": {"oauth": {"issuer": "https://other.example.com", "audience": "http://127.0.0.1:8940/mcp"}}}"#,
+            ),
+        );
+        let c = load(&p, Some(&u)).unwrap();
+        let o = c.oauth.unwrap();
+        assert_eq!(o.issuer, "https://login.example.com");
+        assert_eq!(o.audience, "https://gateway.example.com/mcp");
+        assert_eq!(
+            o.algorithms,
+            [
+                jsonwebtoken::Algorithm::RS256,
+                jsonwebtoken::Algorithm::EdDSA
+            ]
+        );
+        assert_eq!((o.leeway_secs, o.jwks_refresh_secs), (30, 10));
+        assert_eq!(o.required_scopes, ["mcp:tools"]);
+        assert_eq!(o.default, DefaultTrust::Level(TrustLevel::Public));
+        assert_eq!(
+            o.trust,
+            [
+                TrustRule {
+                    matches: TrustMatch::Scope("mcp:admin".into()),
+                    level: TrustLevel::Creator
+                },
+                TrustRule {
+                    matches: TrustMatch::Claim {
+                        name: "groups".into(),
+                        value: serde_json::json!("eng")
+                    },
+                    level: TrustLevel::User
+                },
+            ]
+        );
+        let i = o.introspection.unwrap();
+        assert_eq!(
+            (i.client_id.raw(), i.client_secret.raw(), i.endpoint),
+            ("gateway", "${env:GW_SECRET}", None)
+        );
+        assert_eq!(o.source, p);
+        // The user file alone: loopback http is fine, the default refuses.
+        let o = load(&u, None).unwrap().oauth.unwrap();
+        assert_eq!((o.default, o.algorithms.len()), (DefaultTrust::Refuse, 9));
+    }
+
+    #[test]
+    fn a_bad_gateway_oauth_names_the_field_and_the_fix() {
+        let (_d, p, _u) = files(
+            Some(
+                r#"{"gateway": {"oauth": {
+                    "issuer": "http://login.example.com",
+                    "algorithms": ["RS256", "none", "HS256", "XY1"],
+                    "leeway_secs": 9000,
+                    "scopes_supported": ["a b"],
+                    "introspection": {"client_id": "gw", "client_secret": "hunter2"},
+                    "trust": [{"scope": "x", "claim": "y", "level": "user"}, {"scope": "mcp:admin", "level": "admin"}],
+                    "default": "nobody",
+                    "isuer": 1}}}"#,
+            ),
+            None,
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/oauth/issuer: `http://login.example.com` is not an https URL (plain http is only for a loopback host); write \"issuer\": \"https://login.example.com\"",
+            "/gateway/oauth/audience: gateway.oauth needs an audience; add \"audience\": \"https://gateway.example.com/mcp\"",
+            "/gateway/oauth/algorithms/1: `none` is never accepted",
+            "/gateway/oauth/algorithms/2: `HS256` is a shared-secret algorithm, which the issuer's public keys cannot check",
+            "/gateway/oauth/algorithms/3: unknown algorithm \"XY1\"",
+            "/gateway/oauth/leeway_secs: expected a whole number from 0 to 600, not 9000",
+            "/gateway/oauth/scopes_supported: expected a list of scope names (no spaces)",
+            "/gateway/oauth/introspection/client_secret: a secret written in config.json would be readable by anyone who reads the file; write \"client_secret\": \"${env:GATEWAY_INTROSPECTION_CLIENT_SECRET}\"",
+            "/gateway/oauth/trust/0: a rule matches either a \"scope\", or a \"claim\" with its \"value\"",
+            "/gateway/oauth/trust/1/level: unknown trust level \"admin\"",
+            "/gateway/oauth/default: expected \"refuse\" or a trust level, not \"nobody\"",
+            "/gateway/oauth/isuer: unknown field `isuer`; did you mean `issuer`?",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
+        assert!(err.contains(&p.display().to_string()), "{err}");
+        assert!(!err.contains("hunter2"), "a secret in an error:\n{err}");
     }
 
     #[test]

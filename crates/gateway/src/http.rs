@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Auth, Caller};
 use crate::limits::{BoundedSessions, Caps, OPENING, Opening, Throttle};
+use crate::oauth::{Rejection, ResourceServer, WELL_KNOWN, challenge, protected_resource_metadata};
 use crate::registry::SessionInfo;
 use crate::session::McpSession;
 use crate::{Gateway, GatewayLimits};
@@ -51,8 +52,12 @@ const SESSION_HEADER: &str = "mcp-session-id";
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HttpOptions {
-    /// Who may connect.
+    /// Who may connect with a static token (or anyone, [`Auth::Open`]).
     pub auth: Auth,
+    /// Who may connect signed in with an identity provider (`gateway.oauth`):
+    /// a bearer token that is none of [`HttpOptions::auth`]'s is checked
+    /// by it, and the protected-resource metadata is served.
+    pub oauth: Option<ResourceServer>,
     /// `Host` header names accepted (the DNS-rebinding guard); by default
     /// only loopback names. A port after the name is ignored.
     pub allowed_hosts: Vec<String>,
@@ -91,6 +96,7 @@ impl HttpOptions {
     pub fn new(auth: Auth) -> HttpOptions {
         HttpOptions {
             auth,
+            oauth: None,
             allowed_hosts: ["localhost", "127.0.0.1", "::1", "[::1]"]
                 .map(str::to_owned)
                 .to_vec(),
@@ -101,6 +107,12 @@ impl HttpOptions {
             auth_failures_allowed: 20,
             auth_failure_window: Duration::from_secs(60),
         }
+    }
+
+    /// Callers signed in with an identity provider, beside the static tokens.
+    pub fn with_oauth(mut self, oauth: Option<ResourceServer>) -> HttpOptions {
+        self.oauth = oauth;
+        self
     }
 
     /// `Host` header names accepted, in place of the loopback names.
@@ -214,10 +226,7 @@ impl Gateway {
     /// and `/health`. Cancelling `stop` closes every MCP session.
     pub fn http_router(&self, options: HttpOptions, stop: CancellationToken) -> Router {
         let fixed = match &options.auth {
-            Auth::Open(level) => Some(Caller {
-                name: "anonymous".to_owned(),
-                trust_level: *level,
-            }),
+            Auth::Open(level) => Some(Caller::new("anonymous", *level)),
             Auth::Tokens(_) => None,
         };
         let config = StreamableHttpServerConfig::default()
@@ -252,6 +261,11 @@ impl Gateway {
             .nest_service("/mcp", mcp)
             .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
             .route("/health", get(health))
+            .route(WELL_KNOWN, get(resource_metadata))
+            .route(
+                &format!("{WELL_KNOWN}/{{*resource}}"),
+                get(resource_metadata),
+            )
             .layer(axum::middleware::from_fn_with_state(state.clone(), hosts))
             .with_state(state)
     }
@@ -339,57 +353,45 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
 }
 
 /// Checks the bearer token (401 without a valid one; 429 once an address
-/// failed too often) and the session's owner (403 when another token opened
-/// it); a new session past the caps that cannot make room gets 503.
+/// failed too often): a static token, else one the identity provider
+/// issued (`gateway.oauth`: 403 when its claims are not enough, 503 when the
+/// provider cannot be reached); then the session's owner (403 when another
+/// caller opened it); a new session past the caps that cannot make room gets 503.
 async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let Some(caller) = state.options.auth.caller(authorization) else {
-        let address = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(a)| a.ip());
-        let presented = authorization.is_some();
-        if let Some(wait) = address.and_then(|ip| state.throttle.failed(ip, Instant::now())) {
+    let header = request.headers().get(header::AUTHORIZATION);
+    // A header that is not visible ASCII is a malformed token, not none.
+    let authorization = header.map(|v| v.to_str().unwrap_or_default());
+    let static_caller = state.options.auth.caller(authorization);
+    let caller = match (static_caller, &state.options.oauth) {
+        (Some(caller), _) => caller,
+        (None, Some(oauth)) => match oauth.authenticate(authorization).await {
+            Ok(caller) => caller,
+            Err(rejection) => return refuse(&state, &request, oauth, &rejection),
+        },
+        (None, None) => {
+            if let Some(throttled) = throttled(&state, &request) {
+                return throttled;
+            }
             audit_refusal(
                 &state,
-                address,
-                StatusCode::TOO_MANY_REQUESTS,
-                "throttled after too many failed sign-ins",
+                peer(&request),
+                StatusCode::UNAUTHORIZED,
+                if authorization.is_some() {
+                    "the bearer token was not accepted"
+                } else {
+                    "no bearer token"
+                },
             );
-            let seconds = wait.as_secs().max(1);
             let mut response = problem(
-                StatusCode::TOO_MANY_REQUESTS,
-                &format!(
-                    "too many requests without a valid bearer token from this address; retry in {seconds} s with the right token"
-                ),
+                StatusCode::UNAUTHORIZED,
+                "a bearer token is required: send `Authorization: Bearer <token>` (the token the gateway was started with: CORE_AGENT_GATEWAY_TOKEN, the one generated and shown at start, or one of config.json's gateway.tokens)",
             );
-            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
-            }
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"core-agent\""),
+            );
             return response;
         }
-        audit_refusal(
-            &state,
-            address,
-            StatusCode::UNAUTHORIZED,
-            if presented {
-                "the bearer token was not accepted"
-            } else {
-                "no bearer token"
-            },
-        );
-        let mut response = problem(
-            StatusCode::UNAUTHORIZED,
-            "a bearer token is required: send `Authorization: Bearer <token>` (the token the gateway was started with: CORE_AGENT_GATEWAY_TOKEN, the one generated and shown at start, or one of config.json's gateway.tokens)",
-        );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"core-agent\""),
-        );
-        return response;
     };
     let session = request
         .headers()
@@ -400,15 +402,11 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         && state
             .sessions
             .owner(id)
-            .is_some_and(|owner| owner != caller.name)
+            .is_some_and(|owner| owner != caller.owner())
     {
-        let address = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(a)| a.ip());
         audit_refusal(
             &state,
-            address,
+            peer(&request),
             StatusCode::FORBIDDEN,
             &format!("`{}` used a session another caller opened", caller.name),
         );
@@ -420,7 +418,7 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     let posting = request.method() == http::Method::POST;
     request.extensions_mut().insert(caller.clone());
     // Only a POST without a session id can open one (`initialize`).
-    let opening = (posting && session.is_none()).then(|| Opening::new(&caller.name));
+    let opening = (posting && session.is_none()).then(|| Opening::new(&caller.owner()));
     let refused = opening.as_ref().map(|o| o.refused.clone());
     let mut response = match opening {
         Some(opening) => OPENING.scope(opening, next.run(request)).await,
@@ -439,6 +437,14 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     response
 }
 
+/// The peer's address, when the listener passed it.
+fn peer(request: &Request) -> Option<std::net::IpAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip())
+}
+
 /// Writes a refused request to the audit trail, if there is one.
 fn audit_refusal(
     state: &HttpState,
@@ -448,6 +454,129 @@ fn audit_refusal(
 ) {
     if let Some(audit) = &state.gateway.inner.options.audit {
         audit.sign_in_refused(address, status.as_u16(), reason);
+    }
+}
+
+/// 429 with `Retry-After` when the request's address failed the bearer
+/// check too often (this failure counted).
+fn throttled(state: &HttpState, request: &Request) -> Option<Response> {
+    let address = peer(request);
+    let wait = address.and_then(|ip| state.throttle.failed(ip, Instant::now()))?;
+    audit_refusal(
+        state,
+        address,
+        StatusCode::TOO_MANY_REQUESTS,
+        "throttled after too many failed sign-ins",
+    );
+    let seconds = wait.as_secs().max(1);
+    let mut response = problem(
+        StatusCode::TOO_MANY_REQUESTS,
+        &format!(
+            "too many requests without a valid bearer token from this address; retry in {seconds} s with the right token"
+        ),
+    );
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    Some(response)
+}
+
+/// The answer to a token the identity provider's rules refused: 401 with
+/// where to sign in (and `invalid_token` when one was presented), 403
+/// `insufficient_scope`, or 503 with `Retry-After`; logged without the token.
+fn refuse(
+    state: &HttpState,
+    request: &Request,
+    oauth: &ResourceServer,
+    rejection: &Rejection,
+) -> Response {
+    let (status, message) = match rejection {
+        Rejection::Missing => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                "sign in: send `Authorization: Bearer <access token>` from {} (where: {})",
+                oauth.config().issuer,
+                oauth.metadata_url()
+            ),
+        ),
+        Rejection::Invalid(reason) => {
+            tracing::info!(reason = %reason, "refused an access token");
+            (
+                StatusCode::UNAUTHORIZED,
+                "the access token is not valid for this gateway; sign in again".to_owned(),
+            )
+        }
+        Rejection::InsufficientScope { scope } => {
+            tracing::info!(scope = %scope, "refused a signed-in caller: its claims grant no trust level");
+            (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "the access token does not grant what this gateway needs: ask for scope `{scope}`"
+                ),
+            )
+        }
+        Rejection::Unavailable {
+            reason,
+            retry_after,
+        } => {
+            tracing::warn!(reason = %reason, "cannot check an access token: the identity provider cannot be reached");
+            audit_refusal(
+                state,
+                peer(request),
+                StatusCode::SERVICE_UNAVAILABLE,
+                &rejection_reason(rejection),
+            );
+            let seconds = retry_after.as_secs().max(1);
+            let mut response = problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!(
+                    "the identity provider cannot be reached to check the token; retry in {seconds} s"
+                ),
+            );
+            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            return response;
+        }
+    };
+    if status == StatusCode::UNAUTHORIZED
+        && let Some(throttled) = throttled(state, request)
+    {
+        return throttled;
+    }
+    audit_refusal(state, peer(request), status, &rejection_reason(rejection));
+    let mut response = problem(status, &message);
+    if let Ok(value) = HeaderValue::from_str(&challenge(oauth.config(), rejection)) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// What the audit trail says of a refused access token (never the token).
+fn rejection_reason(rejection: &Rejection) -> String {
+    match rejection {
+        Rejection::Missing => "no bearer token".to_owned(),
+        Rejection::Invalid(reason) => format!("the access token is not valid: {reason}"),
+        Rejection::InsufficientScope { scope } => {
+            format!("the access token's claims grant no trust level (scope `{scope}` needed)")
+        }
+        Rejection::Unavailable { reason, .. } => {
+            format!("the identity provider cannot be reached: {reason}")
+        }
+    }
+}
+
+/// `GET /.well-known/oauth-protected-resource[/…]`: open to all; where to
+/// sign in (RFC 9728); 404 when the gateway takes no identity provider's tokens.
+async fn resource_metadata(State(state): State<Arc<HttpState>>) -> Response {
+    match &state.options.oauth {
+        Some(oauth) => Json(protected_resource_metadata(oauth.config())).into_response(),
+        None => problem(
+            StatusCode::NOT_FOUND,
+            "this gateway takes no identity provider's tokens (gateway.oauth is not set)",
+        ),
     }
 }
 
@@ -511,7 +640,7 @@ fn caller_of(request_caller: Option<axum::Extension<Caller>>) -> Option<Caller> 
 /// Whether `caller` may read the session `info` (a creator reads every
 /// session; others only the ones their token opened).
 fn may_read(caller: &Caller, info: Option<&SessionInfo>) -> bool {
-    caller.trust_level == TrustLevel::Creator || info.is_some_and(|i| i.caller == caller.name)
+    caller.trust_level == TrustLevel::Creator || info.is_some_and(|i| i.owner == caller.owner())
 }
 
 /// `GET /sessions`.

@@ -7,6 +7,7 @@ mod context;
 mod elicit;
 mod http;
 mod limits;
+mod oauth;
 mod prompt;
 mod registry;
 mod relay;
@@ -27,6 +28,10 @@ pub use auth::{Auth, Caller, Token};
 pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;
 pub use http::{HttpOptions, LimitsError};
+pub use oauth::{
+    DEFAULT_ALGORITHMS, DefaultTrust, Identity, IntrospectionConfig, MAX_AUTHORIZATION_BYTES,
+    OAuthConfig, OAuthError, Rejection, ResourceServer, TrustMatch, TrustRule,
+};
 pub use registry::SessionInfo;
 pub use tokens::{DefaultToken, GatewayToken, MIN_TOKEN_LEN, TokenError, resolve_tokens};
 
@@ -180,10 +185,7 @@ impl Gateway {
     /// Speaks MCP on this process's stdin and stdout to one client, as a
     /// caller of `level`, until the client closes stdin.
     pub async fn serve_stdio(&self, level: TrustLevel) -> std::io::Result<()> {
-        let caller = Caller {
-            name: "stdio".to_owned(),
-            trust_level: level,
-        };
+        let caller = Caller::new("stdio", level);
         self.serve_io(rmcp::transport::stdio_pipes(), caller).await
     }
 

@@ -18,8 +18,15 @@ const ENDED_KEPT: usize = 1000;
 pub struct SessionInfo {
     /// The session id (its digests and telemetry are kept under it).
     pub id: String,
-    /// The name of the token that opened it.
+    /// The name of the token that opened it, or the signed-in user's
+    /// email, name or subject.
     pub caller: String,
+    /// What owns it and its digest payloads: the token's name, or
+    /// `oauth:<issuer>#<sub>` for a signed-in user.
+    pub owner: String,
+    /// Who signed in, when an identity provider issued the caller's token.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<crate::Identity>,
     /// Its trust level.
     pub trust_level: &'static str,
     /// When it started, in milliseconds since the Unix epoch.
@@ -36,6 +43,8 @@ pub struct SessionInfo {
 pub(crate) struct Record {
     pub(crate) id: String,
     caller: String,
+    owner: String,
+    identity: Option<crate::Identity>,
     level: TrustLevel,
     started_ms: u64,
     calls: AtomicU64,
@@ -51,6 +60,8 @@ impl Record {
         SessionInfo {
             id: self.id.clone(),
             caller: self.caller.clone(),
+            owner: self.owner.clone(),
+            identity: self.identity.clone(),
             trust_level: self.level.as_str(),
             started_ms: self.started_ms,
             calls: self.calls.load(Ordering::Relaxed),
@@ -73,15 +84,17 @@ pub(crate) struct Registry {
 
 impl Registry {
     /// Registers a new live session.
-    pub(crate) fn open(&self, id: String, caller: &str, level: TrustLevel) -> Arc<Record> {
+    pub(crate) fn open(&self, id: String, caller: &crate::Caller) -> Arc<Record> {
         let started_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or(0);
         let record = Arc::new(Record {
             id,
-            caller: caller.to_owned(),
-            level,
+            caller: caller.name.clone(),
+            owner: caller.owner(),
+            identity: caller.identity.clone(),
+            level: caller.trust_level,
             started_ms,
             calls: AtomicU64::new(0),
             live: AtomicBool::new(true),
@@ -197,8 +210,8 @@ mod tests {
     #[test]
     fn sessions_are_listed_with_their_calls_and_end() {
         let registry = Registry::default();
-        let a = registry.open("s-a".into(), "bot", TrustLevel::Public);
-        let _b = registry.open("s-b".into(), "me", TrustLevel::Creator);
+        let a = registry.open("s-a".into(), &crate::Caller::new("bot", TrustLevel::Public));
+        let _b = registry.open("s-b".into(), &crate::Caller::new("me", TrustLevel::Creator));
         a.count_call();
         a.count_call();
         registry.close(&a);

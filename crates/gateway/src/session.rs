@@ -120,11 +120,7 @@ impl McpSession {
         let caller = self.caller(cx)?;
         let live = self.live.get_or_init(|| {
             let id = self.id.clone();
-            let record =
-                self.gateway
-                    .inner
-                    .registry
-                    .open(id.clone(), &caller.name, caller.trust_level);
+            let record = self.gateway.inner.registry.open(id.clone(), &caller);
             let options = &self.gateway.inner.options;
             let prompter: Arc<dyn core_agent_permissions::Prompter> = if sessionless(cx) {
                 Arc::new(Answered(answered.unwrap_or(false)))
@@ -141,9 +137,10 @@ impl McpSession {
                         .with_prompter(prompter)
                         .with_id(Some(id))
                         .with_cost_ceiling(options.cost_ceiling)
-                        // Payloads stay readable by the same token's later sessions
-                        // (also across restarts, with --session-db).
-                        .with_owner(Some(caller.name.clone()))
+                        // Payloads stay readable by the same owner's later sessions
+                        // (the same token, or the same signed-in user; also
+                        // across restarts, with --session-db).
+                        .with_owner(Some(caller.owner()))
                         .with_observer(options.audit.clone().map(|log| {
                             Arc::new(crate::audit::SessionAudit {
                                 log,
@@ -161,7 +158,9 @@ impl McpSession {
                 record,
             }
         });
-        if live.caller != caller {
+        // The same owner at the same level: a signed-in user's refreshed
+        // token (new claims, same issuer and subject) keeps the session.
+        if live.caller.owner() != caller.owner() || live.caller.trust_level != caller.trust_level {
             return Err(ErrorData::invalid_request(
                 "this session was opened with another token",
                 None,

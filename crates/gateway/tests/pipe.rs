@@ -117,10 +117,7 @@ async fn connect(
 ) {
     let gateway = Gateway::new(host.clone(), GatewayOptions::default());
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
-    let caller = Caller {
-        name: "pipe".to_owned(),
-        trust_level: level,
-    };
+    let caller = Caller::new("pipe", level);
     let served = tokio::spawn(async move { gateway.serve_io(ours, caller).await });
     let asked = Arc::new(AtomicUsize::new(0));
     let client = Client {

@@ -139,6 +139,11 @@ impl<'a> FileProblems<'a> {
         self.problems.is_empty()
     }
 
+    /// How many problems were found so far.
+    pub fn len(&self) -> usize {
+        self.problems.len()
+    }
+
     /// The problems, in the order found.
     pub fn into_problems(self) -> Vec<Problem> {
         self.problems

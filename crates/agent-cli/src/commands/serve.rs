@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use core_agent_gateway::{
     AuditLog, AuditSettings, AuditTarget, Auth, DefaultToken, Gateway, GatewayLimits,
-    GatewayOptions, GatewayToken, HttpOptions, LimitsError, resolve_tokens,
+    GatewayOptions, GatewayToken, HttpOptions, LimitsError, OAuthConfig, ResourceServer,
+    resolve_tokens,
 };
 use core_agent_host::Host;
 use core_agent_mcp_config::{Env, TrustLevel};
@@ -32,6 +33,8 @@ struct ServeArgs {
     /// The session caps and idle timeout (flags over `config.json`).
     pub(crate) limits: GatewayLimits,
     pub(crate) level: TrustLevel,
+    /// `gateway.oauth`: callers signed in with an identity provider.
+    pub(crate) oauth: Option<OAuthConfig>,
     pub(crate) drain: Duration,
     /// The audit trail's settings (`--audit-log` over `gateway.audit`).
     pub(crate) audit: Option<AuditSettings>,
@@ -52,6 +55,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         gateway_tokens,
         gateway_limits,
         gateway_audit,
+        gateway_oauth,
         warned,
         mut stop,
     } = match Launch::new(global, &setup, &screen) {
@@ -144,6 +148,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
                     .or(gateway_limits.session_idle_timeout_secs),
             ),
         level: global.trust_level.level(),
+        oauth: gateway_oauth,
         drain: setup.call_timeout.unwrap_or(Duration::from_secs(30)),
         audit,
         warned: warned.clone(),
@@ -166,7 +171,22 @@ async fn serve(
     // each rebuild of the catalog (clients hear them from the gateway).
     let following = args.warned.clone().follow(host.clone());
     let _stop_following = AbortOnDrop(following);
-    let auth = match args.http.map(|addr| auth(&args, addr, tokens)).transpose() {
+    // Over HTTP: the identity provider's tokens (gateway.oauth), then the static ones.
+    let oauth = match args.http {
+        Some(_) => match resource_server(&args, &ProcessVars).await {
+            Ok(oauth) => oauth,
+            Err(message) => {
+                eprintln!("core-agent: serve: {message}");
+                return USAGE;
+            }
+        },
+        None => None,
+    };
+    let auth = match args
+        .http
+        .map(|addr| auth(&args, addr, tokens, oauth.is_some()))
+        .transpose()
+    {
         Ok(auth) => auth,
         Err(message) => {
             eprintln!("core-agent: serve: {message}");
@@ -191,7 +211,7 @@ async fn serve(
         None => None,
     };
     let gateway = Gateway::new(host, options.with_audit(audit.clone()));
-    let code = serve_on(&gateway, &args, auth, stop).await;
+    let code = serve_on(&gateway, &args, auth, oauth, stop).await;
     // Every line of the trail is on disk before the process ends.
     if let Some(audit) = audit
         && !audit.flush(Duration::from_secs(5))
@@ -209,11 +229,13 @@ fn secrets_of(auth: Option<&Auth>) -> Vec<String> {
     }
 }
 
-/// Serves on stdio, or on HTTP with `auth`, until the client leaves or a signal.
+/// Serves on stdio, or on HTTP with `auth` (and the identity provider's
+/// tokens, with `oauth`), until the client leaves or a signal.
 async fn serve_on(
     gateway: &Gateway,
     args: &ServeArgs,
     auth: Option<Auth>,
+    oauth: Option<ResourceServer>,
     stop: &mut StopSignals,
 ) -> u8 {
     let (Some(addr), Some(auth)) = (args.http, auth) else {
@@ -239,7 +261,10 @@ async fn serve_on(
             }
         };
     };
-    let mut http = match HttpOptions::new(auth).with_limits(&args.limits) {
+    let mut http = match HttpOptions::new(auth)
+        .with_oauth(oauth)
+        .with_limits(&args.limits)
+    {
         Ok(http) => http,
         Err(e) => {
             eprintln!("core-agent: serve: {}", limits_error(&e));
@@ -307,7 +332,12 @@ fn limits_error(e: &LimitsError) -> String {
 /// Who may connect: nobody checked (`--no-auth`, loopback only), else the
 /// tokens of `config.json` and the default one (`CORE_AGENT_GATEWAY_TOKEN`,
 /// or generated and printed once when no other token is configured).
-fn auth(args: &ServeArgs, addr: SocketAddr, tokens: &[GatewayToken]) -> Result<Auth, String> {
+fn auth(
+    args: &ServeArgs,
+    addr: SocketAddr,
+    tokens: &[GatewayToken],
+    signed_in: bool,
+) -> Result<Auth, String> {
     if args.no_auth {
         if !addr.ip().is_loopback() {
             return Err(format!(
@@ -326,6 +356,8 @@ fn auth(args: &ServeArgs, addr: SocketAddr, tokens: &[GatewayToken]) -> Result<A
     };
     match resolve_tokens(tokens, &default, &ProcessVars).map_err(|e| e.to_string())? {
         Some(auth) => Ok(auth),
+        // Callers sign in with the identity provider: no token is needed.
+        None if signed_in => Ok(Auth::Tokens(Vec::new())),
         None => {
             let (generated, secret) =
                 Auth::generate(args.level).map_err(|e| format!("cannot make a token: {e}"))?;
@@ -336,6 +368,32 @@ fn auth(args: &ServeArgs, addr: SocketAddr, tokens: &[GatewayToken]) -> Result<A
             Ok(generated)
         }
     }
+}
+
+/// The identity provider's resource server, when `gateway.oauth` is set
+/// and `--no-auth` is not; its keys fetched now, and where clients sign in
+/// printed. A provider that cannot be reached is a warning: the keys are
+/// fetched again when a token needs them.
+async fn resource_server(
+    args: &ServeArgs,
+    env: &dyn Env,
+) -> Result<Option<ResourceServer>, String> {
+    let Some(config) = args.oauth.clone().filter(|_| !args.no_auth) else {
+        return Ok(None);
+    };
+    let server = ResourceServer::new(config, env).map_err(|e| e.to_string())?;
+    let issuer = server.config().issuer.clone();
+    match server.warm_up().await {
+        Ok(keys) => eprintln!(
+            "core-agent: clients sign in at {issuer} ({keys} signing keys; resource {}, metadata {})",
+            server.config().audience,
+            server.metadata_url()
+        ),
+        Err(e) => eprintln!(
+            "core-agent: WARNING: clients sign in at {issuer}, which cannot be reached now ({e}); its tokens are refused with 503 until it answers"
+        ),
+    }
+    Ok(Some(server))
 }
 
 /// The process environment, where a value that is not UTF-8 counts as
