@@ -260,9 +260,19 @@ pub(crate) struct HttpGateway {
 
 impl HttpGateway {
     pub(crate) fn start(p: &Project) -> HttpGateway {
+        HttpGateway::start_with(p, &[], &[])
+    }
+
+    /// [`HttpGateway::start`] with more `serve` flags and environment.
+    pub(crate) fn start_with(p: &Project, flags: &[&str], env: &[(&str, &str)]) -> HttpGateway {
         let agents = agents_dir(p);
-        let mut cmd = p.command(&["--agents-dir", &agents, "serve", "--http", "127.0.0.1:0"]);
+        let mut args = vec!["--agents-dir", &agents, "serve", "--http", "127.0.0.1:0"];
+        args.extend_from_slice(flags);
+        let mut cmd = p.command(&args);
         cmd.env("CORE_AGENT_GATEWAY_TOKEN", TOKEN);
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
         let mut guard = Guard::spawn(cmd, None, true);
         let _stdout = collect(guard.child.stdout.take().unwrap());
         let pipe = guard.child.stderr.take().unwrap();

@@ -228,6 +228,8 @@ fn gateway_with(p: &Project, port: u16, vars: &[(&str, &str)]) -> Proc {
         "serve",
         "--http",
         &addr,
+        "--audit-log",
+        p.path().join("audit.jsonl").to_str().unwrap(),
     ]);
     // Info lines too: each refusal's reason, each fetch of the keys (the
     // tests check that no token is among them).
@@ -238,6 +240,23 @@ fn gateway_with(p: &Project, port: u16, vars: &[(&str, &str)]) -> Proc {
         line.contains("serving MCP at ").then(|| line.to_owned())
     })
     .0
+}
+
+/// The audit trail's lines once `enough` says they are all there (the
+/// writer flushes as soon as its queue is empty; at most 10 s).
+fn audit_lines(p: &Project, enough: impl Fn(&[Value]) -> bool) -> (String, Vec<Value>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(p.path().join("audit.jsonl")).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if enough(&lines) || Instant::now() > deadline {
+            return (text, lines);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Runs the TypeScript SDK client as `user` with `scenario`.
@@ -461,6 +480,37 @@ async fn the_typescript_sdk_signs_in_from_the_401_and_users_see_their_own_catalo
     }
     let owner = format!("oauth:{}#alice", idp.issuer);
     assert!(sessions.to_string().contains(&owner), "{sessions:#}");
+
+    // The audit trail names each user, with the identity the provider gave.
+    let call_of = |lines: &[Value], user: &str, tool: &str| -> Option<Value> {
+        lines
+            .iter()
+            .find(|l| l["caller"]["identity"]["subject"] == user && l["name"] == tool)
+            .cloned()
+    };
+    let (text, lines) = audit_lines(&p, |lines| {
+        call_of(lines, "bob", "demo_add_note").is_some()
+            && call_of(lines, "alice", "demo_add_note").is_some()
+    });
+    let alice_note = call_of(&lines, "alice", "demo_add_note")
+        .unwrap_or_else(|| panic!("no line for alice's demo_add_note:\n{text}"));
+    assert_eq!(
+        alice_note["caller"]["trust_level"], "creator",
+        "{alice_note}"
+    );
+    assert_eq!(
+        alice_note["caller"]["identity"]["issuer"],
+        idp.issuer.as_str()
+    );
+    assert_eq!(
+        alice_note["caller"]["identity"]["email"],
+        "alice@example.com"
+    );
+    assert_eq!(alice_note["outcome"], "ok", "{alice_note}");
+    let bob_note = call_of(&lines, "bob", "demo_add_note")
+        .unwrap_or_else(|| panic!("no line for bob's demo_add_note:\n{text}"));
+    assert_eq!(bob_note["caller"]["trust_level"], "public");
+    assert_eq!(bob_note["decision"], "restricted", "{bob_note}");
     drop(gw);
 }
 
@@ -587,6 +637,34 @@ async fn bad_tokens_get_401_a_missing_scope_403_and_the_metadata_is_open() {
         assert!(!log.contains(token.as_str()), "a token in the log:\n{log}");
     }
     assert!(!log.contains(&good) && !log.contains(TOKEN), "{log}");
+
+    // Each refusal is a line of the audit trail, which holds no token either.
+    let refusals = bad.len() + 3;
+    let (text, lines) = audit_lines(&p, |lines| {
+        lines.iter().filter(|l| l["event"] == "sign_in").count() >= refusals
+    });
+    for (_, token) in &bad {
+        assert!(
+            !text.contains(token.as_str()),
+            "a token in the audit trail:\n{text}"
+        );
+    }
+    assert!(!text.contains(&good) && !text.contains(TOKEN) && !text.contains(&scopeless));
+    let statuses: Vec<u64> = lines
+        .iter()
+        .filter(|l| l["event"] == "sign_in")
+        .map(|l| l["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 401).count(),
+        bad.len() + 2,
+        "{text}"
+    );
+    assert_eq!(statuses.iter().filter(|s| **s == 403).count(), 1, "{text}");
+    let expired = lines
+        .iter()
+        .find(|l| l["reason"].as_str().is_some_and(|r| r.contains("expired")));
+    assert!(expired.is_some(), "no line says the token expired:\n{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,27 +36,34 @@ fn meta() -> Value {
     })
 }
 
-struct Client {
+/// A 2026-07-28 client of the gateway, with a bearer token.
+pub(crate) struct Client {
     url: String,
+    token: String,
     http: reqwest::Client,
 }
 
 impl Client {
-    fn new(url: &str) -> Client {
+    pub(crate) fn new(url: &str) -> Client {
+        Client::with_token(url, TOKEN)
+    }
+
+    pub(crate) fn with_token(url: &str, token: &str) -> Client {
         Client {
             url: url.to_owned(),
+            token: token.to_owned(),
             http: reqwest::Client::builder().no_proxy().build().unwrap(),
         }
     }
 
     /// POSTs `method` with `params` (and the request metadata) as a
     /// 2026-07-28 client: no session, the standard headers.
-    async fn post(&self, id: u64, method: &str, mut params: Value) -> reqwest::Response {
+    pub(crate) async fn post(&self, id: u64, method: &str, mut params: Value) -> reqwest::Response {
         params["_meta"] = meta();
         let mut request = self
             .http
             .post(&self.url)
-            .bearer_auth(TOKEN)
+            .bearer_auth(&self.token)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", REVISION)
@@ -79,7 +86,7 @@ impl Client {
     }
 
     /// The result of `method`, with no session id on the answer.
-    async fn result(&self, method: &str, params: Value) -> Value {
+    pub(crate) async fn result(&self, method: &str, params: Value) -> Value {
         let response = self.post(7, method, params).await;
         assert_eq!(response.status(), 200, "{method}");
         assert!(

@@ -20,6 +20,7 @@ mod doctor;
 mod edges;
 mod faults;
 mod gate;
+mod gateway_audit;
 mod gateway_clients;
 mod gateway_context;
 mod gateway_load;

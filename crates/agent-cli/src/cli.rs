@@ -242,6 +242,11 @@ pub(crate) struct ServeCommand {
     /// (no `<server>_` prefix), still gated, pinned and digested.
     #[arg(long, value_name = "NAME")]
     pub(crate) server: Option<String>,
+    /// Write every decision (calls allowed, denied, asked, refused; refused
+    /// sign-ins) as JSON lines to FILE, rotated by size; `-` writes to stdout
+    /// (HTTP only: on stdio, stdout is the MCP channel). Overrides gateway.audit's path.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) audit_log: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use core_agent_digest::Pricing;
-use core_agent_gateway::{GatewayConfig, GatewayLimits, GatewayToken, OAuthConfig};
+use core_agent_gateway::{AuditSettings, GatewayConfig, GatewayLimits, GatewayToken, OAuthConfig};
 use core_agent_host::{
     Host, HostConfig, HostOptions, Overrides, Session, SessionOptions, permission_files,
     project_root,
@@ -106,6 +106,8 @@ pub(crate) struct Launch {
     pub(crate) pricing: Pricing,
     pub(crate) gateway_tokens: Vec<GatewayToken>,
     pub(crate) gateway_limits: GatewayLimits,
+    /// `gateway.audit`, when set.
+    pub(crate) gateway_audit: Option<AuditSettings>,
     pub(crate) gateway_oauth: Option<OAuthConfig>,
     pub(crate) warned: Arc<WarningLog>,
     pub(crate) stop: StopSignals,
@@ -135,6 +137,7 @@ impl Launch {
         let GatewayConfig {
             tokens: gateway_tokens,
             limits: gateway_limits,
+            audit: gateway_audit,
             oauth: gateway_oauth,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
@@ -187,6 +190,7 @@ impl Launch {
             pricing,
             gateway_tokens,
             gateway_limits,
+            gateway_audit,
             gateway_oauth,
             warned,
             stop,

@@ -8,10 +8,10 @@ use core_agent_mcp_config::{Error, FileProblems, Problem, TrustLevel, escape_poi
 use core_agent_permissions::Section;
 use serde_json::{Map, Value};
 
-use crate::GatewayToken;
 use crate::oauth::{
     DEFAULT_ALGORITHMS, DefaultTrust, IntrospectionConfig, OAuthConfig, TrustMatch, TrustRule,
 };
+use crate::{AuditSettings, AuditTarget, GatewayToken};
 
 /// The `gateway` sections of the project's and the user's `config.json`,
 /// merged: tokens by name and each limit by key, the project file winning.
@@ -30,6 +30,9 @@ pub struct GatewayConfig {
     /// `gateway.session_idle_timeout_secs`; each as the project file sets
     /// it, else the user file, else unset (the gateway's default).
     pub limits: GatewayLimits,
+    /// `gateway.audit`: where the audit trail is written (none when unset);
+    /// the project file's wins.
+    pub audit: Option<AuditSettings>,
 }
 
 /// How many MCP sessions the HTTP gateway holds, and for how long an idle
@@ -87,6 +90,12 @@ impl GatewayConfig {
     /// `gateway.session_idle_timeout_secs`.
     pub fn with_limits(mut self, limits: GatewayLimits) -> GatewayConfig {
         self.limits = limits;
+        self
+    }
+
+    /// `gateway.audit`: where the audit trail is written.
+    pub fn with_audit(mut self, audit: Option<AuditSettings>) -> GatewayConfig {
+        self.audit = audit;
         self
     }
 
@@ -158,8 +167,12 @@ impl Cx<'_> {
                 "max_sessions",
                 "max_sessions_per_token",
                 "session_idle_timeout_secs",
+                "audit",
             ],
         );
+        if let Some(audit) = gateway.get("audit").and_then(|v| self.audit(v)) {
+            config.audit = config.audit.take().or(Some(audit));
+        }
         if let Some(oauth) = gateway.get("oauth") {
             let parsed = self.oauth(oauth);
             if config.oauth.is_none() {
@@ -172,9 +185,9 @@ impl Cx<'_> {
             }
         }
         // The first file that sets a limit wins (the project's).
-        let max = self.positive(gateway, "max_sessions");
-        let per_token = self.positive(gateway, "max_sessions_per_token");
-        let idle = self.positive(gateway, "session_idle_timeout_secs");
+        let max = self.positive(gateway, "max_sessions", base);
+        let per_token = self.positive(gateway, "max_sessions_per_token", base);
+        let idle = self.positive(gateway, "session_idle_timeout_secs", base);
         let limits = &mut config.limits;
         limits.max_sessions = limits
             .max_sessions
@@ -195,19 +208,99 @@ impl Cx<'_> {
 
     /// `gateway[key]` when it is a whole number from 1 to 2^32 - 1; a
     /// problem when it is anything else; `None` when it is absent.
-    fn positive(&mut self, gateway: &Map<String, Value>, key: &str) -> Option<u64> {
+    fn positive(&mut self, gateway: &Map<String, Value>, key: &str, base: &str) -> Option<u64> {
         let v = gateway.get(key)?;
         match v.as_u64() {
             Some(n) if (1..=u64::from(u32::MAX)).contains(&n) => Some(n),
             _ => {
                 self.problem(
-                    &format!("{}/{key}", self.section.pointer),
+                    &format!("{base}/{key}"),
                     &format!("expected a whole number of at least 1, not {v}"),
                     &format!("write \"{key}\": 100 (no quotes), or remove it for the default"),
                 );
                 None
             }
         }
+    }
+
+    /// `"audit": "FILE"` (`"-"`: standard output) or `"audit": {"path":
+    /// "FILE", "max_bytes": N, "keep": N, "arguments": false}`; a relative
+    /// path is taken from the directory of the file that sets it.
+    fn audit(&mut self, value: &Value) -> Option<AuditSettings> {
+        let base = format!("{}/audit", self.section.pointer);
+        let fix = "write \"audit\": \"audit.jsonl\" (a file; \"-\" for standard output), or \"audit\": {\"path\": \"audit.jsonl\", \"max_bytes\": 104857600, \"keep\": 5, \"arguments\": false}";
+        let (path, entry) = match value {
+            Value::String(path) => (path.as_str(), None),
+            Value::Object(entry) => {
+                self.problems.unknown_keys(
+                    entry,
+                    &base,
+                    &["path", "max_bytes", "keep", "arguments"],
+                );
+                match entry.get("path").and_then(Value::as_str) {
+                    Some(path) => (path, Some(entry)),
+                    None => {
+                        self.problem(
+                            &format!("{base}/path"),
+                            "the audit trail needs a path",
+                            "add \"path\": \"audit.jsonl\" (a file; \"-\" for standard output)",
+                        );
+                        return None;
+                    }
+                }
+            }
+            other => {
+                self.problem(
+                    &base,
+                    &format!("expected a path or an object, not {other}"),
+                    fix,
+                );
+                return None;
+            }
+        };
+        if path.trim().is_empty() {
+            self.problem(&base, "the audit trail's path is empty", fix);
+            return None;
+        }
+        let target = if path == "-" {
+            AuditTarget::Stdout
+        } else {
+            let path = std::path::Path::new(path);
+            let dir = self
+                .section
+                .path
+                .parent()
+                .unwrap_or(std::path::Path::new("."));
+            AuditTarget::File(dir.join(path))
+        };
+        let mut settings = AuditSettings::new(target);
+        let Some(entry) = entry else {
+            return Some(settings);
+        };
+        if let Some(max) = self.positive(entry, "max_bytes", &base) {
+            settings.max_bytes = max;
+        }
+        if let Some(keep) = entry.get("keep") {
+            match keep.as_u64() {
+                Some(n) if n <= 1000 => settings.keep = n as usize,
+                _ => self.problem(
+                    &format!("{base}/keep"),
+                    &format!("expected how many rotated files to keep, from 0 to 1000, not {keep}"),
+                    "write \"keep\": 5 (no quotes), or remove it for the default",
+                ),
+            }
+        }
+        if let Some(arguments) = entry.get("arguments") {
+            match arguments.as_bool() {
+                Some(on) => settings.arguments = on,
+                None => self.problem(
+                    &format!("{base}/arguments"),
+                    &format!("expected true or false, not {arguments}"),
+                    "write \"arguments\": true to log argument values (secrets redacted), or false for only their hash",
+                ),
+            }
+        }
+        Some(settings)
     }
 
     /// `"oauth": {"issuer", "audience", "algorithms", "leeway_secs",
@@ -705,6 +798,66 @@ mod tests {
         ] {
             assert!(err.contains(want), "missing {want:?} in:\n{err}");
         }
+    }
+
+    #[test]
+    fn the_audit_trail_is_a_path_or_an_object_relative_to_its_file_project_first() {
+        let (d, p, u) = files(
+            Some(
+                r#"{"gateway": {"audit": {"path": "logs/audit.jsonl", "max_bytes": 1000, "keep": 0, "arguments": true}}}"#,
+            ),
+            Some(r#"{"gateway": {"audit": "-"}}"#),
+        );
+        let audit = load(&p, Some(&u)).unwrap().audit.unwrap();
+        assert_eq!(
+            audit,
+            AuditSettings::new(AuditTarget::File(d.path().join("logs/audit.jsonl")))
+                .with_max_bytes(1000)
+                .with_keep(0)
+                .with_arguments(true)
+        );
+        let audit = load(&u, None).unwrap().audit.unwrap();
+        assert_eq!(audit, AuditSettings::new(AuditTarget::Stdout));
+        assert_eq!(
+            load(&u, None).unwrap().audit.unwrap().max_bytes,
+            AuditSettings::MAX_BYTES
+        );
+    }
+
+    #[test]
+    fn a_bad_audit_trail_names_the_field_and_the_fix() {
+        let (_d, p, u) = files(
+            Some(
+                r#"{"gateway": {"audit": {"max_bytes": 0, "keep": -1, "arguments": "yes", "pth": "x"}}}"#,
+            ),
+            Some(r#"{"gateway": {"audit": 3}}"#),
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/audit/path: the audit trail needs a path",
+            "/gateway/audit/pth: unknown field `pth`; did you mean `path`?",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
+        let (_d, p, _u) = files(
+            Some(
+                r#"{"gateway": {"audit": {"path": "a", "max_bytes": 0, "keep": -1, "arguments": "yes"}}}"#,
+            ),
+            None,
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/audit/max_bytes: expected a whole number of at least 1, not 0",
+            "/gateway/audit/keep: expected how many rotated files to keep, from 0 to 1000, not -1",
+            "/gateway/audit/arguments: expected true or false, not \"yes\"",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
+        let err = load(&u, None).map(drop).unwrap_err().to_string();
+        assert!(
+            err.contains("/gateway/audit: expected a path or an object, not 3"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -372,6 +372,16 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             if let Some(throttled) = throttled(&state, &request) {
                 return throttled;
             }
+            audit_refusal(
+                &state,
+                peer(&request),
+                StatusCode::UNAUTHORIZED,
+                if authorization.is_some() {
+                    "the bearer token was not accepted"
+                } else {
+                    "no bearer token"
+                },
+            );
             let mut response = problem(
                 StatusCode::UNAUTHORIZED,
                 "a bearer token is required: send `Authorization: Bearer <token>` (the token the gateway was started with: CORE_AGENT_GATEWAY_TOKEN, the one generated and shown at start, or one of config.json's gateway.tokens)",
@@ -394,6 +404,12 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             .owner(id)
             .is_some_and(|owner| owner != caller.owner())
     {
+        audit_refusal(
+            &state,
+            peer(&request),
+            StatusCode::FORBIDDEN,
+            &format!("`{}` used a session another caller opened", caller.name),
+        );
         return problem(
             StatusCode::FORBIDDEN,
             "this MCP session was opened with another token; open your own session",
@@ -421,14 +437,37 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     response
 }
 
+/// The peer's address, when the listener passed it.
+fn peer(request: &Request) -> Option<std::net::IpAddr> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(a)| a.ip())
+}
+
+/// Writes a refused request to the audit trail, if there is one.
+fn audit_refusal(
+    state: &HttpState,
+    address: Option<std::net::IpAddr>,
+    status: StatusCode,
+    reason: &str,
+) {
+    if let Some(audit) = &state.gateway.inner.options.audit {
+        audit.sign_in_refused(address, status.as_u16(), reason);
+    }
+}
+
 /// 429 with `Retry-After` when the request's address failed the bearer
 /// check too often (this failure counted).
 fn throttled(state: &HttpState, request: &Request) -> Option<Response> {
-    let address = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(a)| a.ip());
+    let address = peer(request);
     let wait = address.and_then(|ip| state.throttle.failed(ip, Instant::now()))?;
+    audit_refusal(
+        state,
+        address,
+        StatusCode::TOO_MANY_REQUESTS,
+        "throttled after too many failed sign-ins",
+    );
     let seconds = wait.as_secs().max(1);
     let mut response = problem(
         StatusCode::TOO_MANY_REQUESTS,
@@ -481,6 +520,12 @@ fn refuse(
             retry_after,
         } => {
             tracing::warn!(reason = %reason, "cannot check an access token: the identity provider cannot be reached");
+            audit_refusal(
+                state,
+                peer(request),
+                StatusCode::SERVICE_UNAVAILABLE,
+                &rejection_reason(rejection),
+            );
             let seconds = retry_after.as_secs().max(1);
             let mut response = problem(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -499,6 +544,7 @@ fn refuse(
     {
         return throttled;
     }
+    audit_refusal(state, peer(request), status, &rejection_reason(rejection));
     let mut response = problem(status, &message);
     if let Ok(value) = HeaderValue::from_str(&challenge(oauth.config(), rejection)) {
         response
@@ -506,6 +552,20 @@ fn refuse(
             .insert(header::WWW_AUTHENTICATE, value);
     }
     response
+}
+
+/// What the audit trail says of a refused access token (never the token).
+fn rejection_reason(rejection: &Rejection) -> String {
+    match rejection {
+        Rejection::Missing => "no bearer token".to_owned(),
+        Rejection::Invalid(reason) => format!("the access token is not valid: {reason}"),
+        Rejection::InsufficientScope { scope } => {
+            format!("the access token's claims grant no trust level (scope `{scope}` needed)")
+        }
+        Rejection::Unavailable { reason, .. } => {
+            format!("the identity provider cannot be reached: {reason}")
+        }
+    }
 }
 
 /// `GET /.well-known/oauth-protected-resource[/…]`: open to all; where to

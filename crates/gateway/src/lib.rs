@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod audit;
 mod auth;
 mod config;
 mod context;
@@ -22,6 +23,7 @@ use core_agent_mcp_config::TrustLevel;
 use core_agent_permissions::Mode;
 use rmcp::ServiceExt;
 
+pub use audit::{AUDIT_SCHEMA_VERSION, AuditLog, AuditSettings, AuditTarget};
 pub use auth::{Auth, Caller, Token};
 pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;
@@ -65,6 +67,8 @@ pub struct GatewayOptions {
     /// Forwards backends' elicitations to the client whose call caused them;
     /// it must also be the host's elicitor (`StartOptions::elicitor`).
     pub elicitations: Option<Arc<ElicitRouter>>,
+    /// The audit trail every decision is written to (none by default).
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 impl Default for GatewayOptions {
@@ -77,6 +81,7 @@ impl Default for GatewayOptions {
             pricing: Pricing::default(),
             parent_model: None,
             elicitations: None,
+            audit: None,
         }
     }
 }
@@ -123,6 +128,13 @@ impl GatewayOptions {
     /// (`StartOptions::elicitor`).
     pub fn with_elicitations(mut self, router: Option<Arc<ElicitRouter>>) -> GatewayOptions {
         self.elicitations = router;
+        self
+    }
+
+    /// Writes every decision (calls allowed, denied, asked, refused by
+    /// trust level or a pin; refused sign-ins) to `audit`.
+    pub fn with_audit(mut self, audit: Option<Arc<AuditLog>>) -> GatewayOptions {
+        self.audit = audit;
         self
     }
 }

@@ -140,7 +140,13 @@ impl McpSession {
                         // Payloads stay readable by the same owner's later sessions
                         // (the same token, or the same signed-in user; also
                         // across restarts, with --session-db).
-                        .with_owner(Some(caller.owner())),
+                        .with_owner(Some(caller.owner()))
+                        .with_observer(options.audit.clone().map(|log| {
+                            Arc::new(crate::audit::SessionAudit {
+                                log,
+                                caller: caller.clone(),
+                            }) as Arc<dyn core_agent_host::Observer>
+                        })),
                 ),
             );
             if let Ok(mut id) = self.record_id.lock() {

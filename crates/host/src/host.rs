@@ -482,6 +482,7 @@ impl Host {
             plan: Mutex::new(None),
             mutation: tokio::sync::Mutex::new(()),
             digest,
+            observer: options.observer,
         }
     }
 

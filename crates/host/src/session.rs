@@ -10,6 +10,7 @@ use core_agent_mcp_transport::model::{CallToolResult, JsonObject};
 use core_agent_permissions::{BUILTIN, Gate, MCP, Mode, Prompter, RefuseAll, Request};
 
 use crate::host::{Host, Published};
+use crate::observe::{CallRecord, DIGESTED, Kind, Observer, Verdict, outcome_of};
 use crate::pipeline::{Route, ToolRoute, gate, resolve, shape, trust};
 use crate::tools::{self, Handler};
 use crate::{Error, Result};
@@ -40,6 +41,9 @@ pub struct SessionOptions {
     /// front end's words; a one-shot run whose payloads die with it says
     /// how to keep them).
     pub digest_note: Option<String>,
+    /// Told about each call once it ended: its verdict, outcome, duration
+    /// and result size (an audit trail, metrics).
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 impl SessionOptions {
@@ -87,6 +91,12 @@ impl SessionOptions {
         self.digest_note = note;
         self
     }
+
+    /// Tells `observer` about each call once it ended.
+    pub fn with_observer(mut self, observer: Option<Arc<dyn Observer>>) -> SessionOptions {
+        self.observer = observer;
+        self
+    }
 }
 
 impl std::fmt::Debug for SessionOptions {
@@ -98,6 +108,7 @@ impl std::fmt::Debug for SessionOptions {
             .field("cost_ceiling", &self.cost_ceiling)
             .field("owner", &self.owner)
             .field("digest_note", &self.digest_note)
+            .field("observer", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -112,6 +123,7 @@ impl Default for SessionOptions {
             cost_ceiling: None,
             owner: None,
             digest_note: None,
+            observer: None,
         }
     }
 }
@@ -154,6 +166,8 @@ pub struct Session {
     /// Who opened it, as claimed in the host's owners (`None` when not
     /// claimed).
     pub(crate) owner: Option<String>,
+    /// Told about each call once it ended.
+    pub(crate) observer: Option<Arc<dyn Observer>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -238,8 +252,69 @@ impl Session {
         let level = self.level;
         self.host.wait_for(&[name]).await;
         let published = self.host.published();
-        let plan = self.decide(&published, name, arguments, level).await;
-        self.run(&published, plan, level, progress).await
+        let started = Instant::now();
+        let observed = self.observer.as_ref().map(|_| arguments.clone());
+        let (plan, verdict) = self.decide(&published, name, arguments, level).await;
+        let server = plan.server().map(str::to_owned);
+        // Boxed: the pipeline's future is large, and a gateway's request
+        // future holds this one (a debug build's worker stack is 2 MiB).
+        let run = Box::pin(self.run(&published, plan, level, progress));
+        let Some(arguments) = observed else {
+            return run.await;
+        };
+        let (result, digested) = observing(run).await;
+        self.tell(
+            &Told {
+                name,
+                server: server.as_deref(),
+                arguments: Some(&arguments),
+                verdict: &verdict,
+                duration: started.elapsed(),
+                digested: digested.as_ref(),
+            },
+            &result,
+        );
+        result
+    }
+
+    /// Tells the observer, if any, about a tool call that ended.
+    fn tell(&self, told: &Told<'_>, result: &Result<CallToolResult>) {
+        let (outcome, result_bytes) = outcome_of(result);
+        self.tell_record(
+            Kind::Tool,
+            told,
+            outcome,
+            result_bytes,
+            result.as_ref().err(),
+        );
+    }
+
+    /// Tells the observer, if any, about a call of `kind` that ended.
+    pub(crate) fn tell_record(
+        &self,
+        kind: Kind,
+        told: &Told<'_>,
+        outcome: crate::observe::Outcome,
+        result_bytes: Option<usize>,
+        error: Option<&Error>,
+    ) {
+        let Some(observer) = &self.observer else {
+            return;
+        };
+        observer.observe(&CallRecord {
+            session: self.id(),
+            owner: self.owner.as_deref(),
+            kind,
+            name: told.name,
+            server: told.server,
+            arguments: told.arguments,
+            verdict: told.verdict,
+            outcome,
+            error,
+            duration: told.duration,
+            result_bytes,
+            digested: told.digested,
+        });
     }
 
     /// Runs one turn's calls. Every call is decided in order before any
@@ -269,22 +344,46 @@ impl Session {
         let published = self.host.published();
         // Decided one at a time, in order: an ask is answered, and a
         // `record_plan` takes effect, before the next call is decided.
-        let mut planned: Vec<(String, Planned)> = Vec::with_capacity(calls.len());
+        let mut planned = Vec::with_capacity(calls.len());
         for CallRequest { name, arguments } in calls {
-            let plan = self.decide(&published, &name, arguments, level).await;
-            planned.push((name, plan));
+            let decided = Instant::now();
+            let observed = self.observer.as_ref().map(|_| arguments.clone());
+            let (plan, verdict) = self.decide(&published, &name, arguments, level).await;
+            let observed = observed.map(|arguments| (arguments, verdict, decided.elapsed()));
+            planned.push((name, plan, observed));
         }
         let started = Instant::now();
         let published = &published;
         let runs = planned
             .into_iter()
             .enumerate()
-            .map(|(i, (name, plan))| async move {
-                let result = self.run(published, plan, level, progress.get(i)).await;
+            .map(|(i, (name, plan, observed))| async move {
+                let server = plan.server().map(str::to_owned);
+                let run = Box::pin(self.run(published, plan, level, progress.get(i)));
+                let Some((arguments, verdict, deciding)) = observed else {
+                    return CallOutcome {
+                        name,
+                        result: run.await,
+                        elapsed: started.elapsed(),
+                    };
+                };
+                let (result, digested) = observing(run).await;
+                let elapsed = started.elapsed();
+                self.tell(
+                    &Told {
+                        name: &name,
+                        server: server.as_deref(),
+                        arguments: Some(&arguments),
+                        verdict: &verdict,
+                        duration: deciding + elapsed,
+                        digested: digested.as_ref(),
+                    },
+                    &result,
+                );
                 CallOutcome {
                     name,
                     result,
-                    elapsed: started.elapsed(),
+                    elapsed,
                 }
             });
         futures::future::join_all(runs).await
@@ -299,12 +398,15 @@ impl Session {
         name: &str,
         arguments: JsonObject,
         level: TrustLevel,
-    ) -> Planned {
-        let route = match self.admit(published, name, &arguments, level).await {
+    ) -> (Planned, Verdict) {
+        let (verdict, route) = self
+            .admit_with_verdict(published, name, &arguments, level)
+            .await;
+        let route = match route {
             Ok(route) => route,
-            Err(e) => return Planned::Done(Err(e)),
+            Err(e) => return (Planned::Done(Err(e)), verdict),
         };
-        match route {
+        let plan = match route {
             Route::Mcp(route) => Planned::Run(route, arguments),
             // Each host tool's declared handler, planned here.
             Route::Host(tool) => match tool.handler {
@@ -319,7 +421,8 @@ impl Session {
                 Handler::RetrieveRaw => Planned::Raw(arguments),
                 Handler::Survey(survey) => Planned::Survey(survey, arguments),
             },
-        }
+        };
+        (plan, verdict)
     }
 
     /// Runs a decided call.
@@ -347,14 +450,31 @@ impl Session {
         arguments: &JsonObject,
         level: TrustLevel,
     ) -> Result<Route> {
+        self.admit_with_verdict(published, name, arguments, level)
+            .await
+            .1
+    }
+
+    /// [`Session::admit`], with what decided it.
+    pub(crate) async fn admit_with_verdict(
+        &self,
+        published: &Published,
+        name: &str,
+        arguments: &JsonObject,
+        level: TrustLevel,
+    ) -> (Verdict, Result<Route>) {
         let survey = self.host.survey_access();
         let word = |w: &core_agent_mcp_policy::Warning| self.host.word(w);
-        let route = resolve(published, name, level, self.digest.is_some(), survey, &word)?;
-        trust(&route, name, level, survey)?;
+        let route = match resolve(published, name, level, self.digest.is_some(), survey, &word)
+            .and_then(|route| trust(&route, name, level, survey).map(|()| route))
+        {
+            Ok(route) => route,
+            Err(e) => return (Verdict::of_refusal(&e), Err(e)),
+        };
         let (namespace, read_only) = match &route {
             Route::Mcp(route) => (MCP, route.read_only),
             Route::Host(tool) if tool.gated => (BUILTIN, tool.read_only),
-            Route::Host(_) => return Ok(route),
+            Route::Host(_) => return (Verdict::Allowed { rule: None }, Ok(route)),
         };
         let request = Request {
             namespace,
@@ -362,8 +482,8 @@ impl Session {
             arguments,
             read_only,
         };
-        gate(&self.gate, self.prompter.as_ref(), request).await?;
-        Ok(route)
+        let (verdict, allowed) = gate(&self.gate, self.prompter.as_ref(), request).await;
+        (verdict, allowed.map(|()| route))
     }
 
     /// Runs an admitted call: mutating calls hold the session's lock; the
@@ -409,4 +529,36 @@ pub(crate) enum Planned {
     Wait(Arc<ToolRoute>, Box<tools::WaitArgs>),
     Raw(JsonObject),
     Survey(core_agent_survey::Tool, JsonObject),
+}
+
+impl Planned {
+    /// The server the call goes to, when it goes to one.
+    fn server(&self) -> Option<&str> {
+        match self {
+            Planned::Run(route, _) | Planned::Wait(route, _) => Some(&route.server_name),
+            _ => None,
+        }
+    }
+}
+
+/// A call that ended, for [`Session::tell`].
+pub(crate) struct Told<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) server: Option<&'a str>,
+    pub(crate) arguments: Option<&'a JsonObject>,
+    pub(crate) verdict: &'a Verdict,
+    pub(crate) duration: Duration,
+    pub(crate) digested: Option<&'a crate::observe::DigestedResult>,
+}
+
+/// Runs `call` with a slot for what the digest does to its result.
+pub(crate) async fn observing<T>(
+    call: impl std::future::Future<Output = T>,
+) -> (T, Option<crate::observe::DigestedResult>) {
+    DIGESTED
+        .scope(std::cell::Cell::new(None), async {
+            let result = call.await;
+            (result, DIGESTED.with(std::cell::Cell::take))
+        })
+        .await
 }

@@ -343,6 +343,11 @@ impl DigestWrap {
         let envelope = digested.envelope_with_note(&call_id, self.note.as_deref());
         event.method = digested.method.as_str().to_owned();
         event.digest_bytes = envelope.len() as u64;
+        crate::observe::note_digest(crate::observe::DigestedResult {
+            method: event.method.clone(),
+            raw_bytes: event.raw_bytes,
+            digest_bytes: event.digest_bytes,
+        });
         let _ = self.store.record(&self.session, &event);
         // The cost is in the store now: the reservation may go.
         drop(reservation);

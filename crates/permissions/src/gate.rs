@@ -46,6 +46,44 @@ pub enum Decision {
     },
 }
 
+/// Which rule made the gate's [`Decision`], as [`Gate::decide_with_rule`]
+/// tells it: what an audit trail records beside the decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rule {
+    /// `permissions.mode` is `yolo`: everything runs.
+    Yolo,
+    /// This `permissions.deny` pattern refused it.
+    Deny(String),
+    /// Plan-first (`permissions.require_plan_artifact`) refused a mutating
+    /// call before `record_plan`.
+    PlanFirst,
+    /// An "always" answer earlier in the session allowed it.
+    Always,
+    /// This `permissions.allow` pattern allowed it.
+    Allow(String),
+    /// No pattern allowed it in `allowlist` mode.
+    NotAllowed,
+    /// No pattern decided it in `ask` mode: the prompter is asked.
+    Ask,
+}
+
+impl std::fmt::Display for Rule {
+    /// `mode yolo`, `deny mcp:fs_*`, `plan-first`, `always`,
+    /// `allow mcp:fs_read`, `not allowlisted`, `ask`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rule::Yolo => f.write_str("mode yolo"),
+            Rule::Deny(p) => write!(f, "deny {p}"),
+            Rule::PlanFirst => f.write_str("plan-first"),
+            Rule::Always => f.write_str("always"),
+            Rule::Allow(p) => write!(f, "allow {p}"),
+            Rule::NotAllowed => f.write_str("not allowlisted"),
+            Rule::Ask => f.write_str("ask"),
+        }
+    }
+}
+
 /// A person's (or a policy's) answer to an ask.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
@@ -130,44 +168,58 @@ impl Gate {
     /// `record_plan`, then an allow pattern (or an earlier "always") runs it;
     /// what is left is asked about in `ask` mode and refused in `allowlist` mode.
     pub fn decide(&self, request: Request<'_>) -> Decision {
+        self.decide_with_rule(request).0
+    }
+
+    /// [`Gate::decide`], with the rule that decided (for an audit trail).
+    pub fn decide_with_rule(&self, request: Request<'_>) -> (Decision, Rule) {
         if self.mode == Mode::Yolo {
-            return Decision::Allow;
+            return (Decision::Allow, Rule::Yolo);
         }
         let name = request.name;
         let ns = request.namespace;
         if let Some(p) = self.config.deny.iter().find(|p| p.matches(ns, name)) {
-            return Decision::Deny {
+            let decision = Decision::Deny {
                 reason: format!("`{name}` is denied by `{p}` in {}", p.source().display()),
                 advice: "remove that pattern from permissions.deny to allow it".to_owned(),
             };
+            return (decision, Rule::Deny(p.to_string()));
         }
         if self.config.require_plan_artifact && !request.read_only && !self.plan_recorded {
-            return Decision::Deny {
+            let decision = Decision::Deny {
                 reason: format!(
                     "plan-first is on (permissions.require_plan_artifact) and `{name}` changes state, but no plan has been recorded in this session"
                 ),
                 advice: "call `record_plan` with your plan first; read-only tools need no plan"
                     .to_owned(),
             };
+            return (decision, Rule::PlanFirst);
         }
-        if self.session_allow.contains(name)
-            || self.config.allow.iter().any(|p| p.matches(ns, name))
-        {
-            return Decision::Allow;
+        if self.session_allow.contains(name) {
+            return (Decision::Allow, Rule::Always);
+        }
+        if let Some(p) = self.config.allow.iter().find(|p| p.matches(ns, name)) {
+            return (Decision::Allow, Rule::Allow(p.to_string()));
         }
         match self.mode {
-            Mode::Allowlist => Decision::Deny {
-                reason: format!(
-                    "`{name}` is not on the allowlist (permissions.mode is \"allowlist\")"
-                ),
-                advice: format!(
-                    "add \"{ns}:{name}\" to permissions.allow in {}",
-                    self.config_file()
-                ),
-            },
-            _ => Decision::Ask {
-                detail: detail(name, request.arguments),
-            },
+            Mode::Allowlist => {
+                let decision = Decision::Deny {
+                    reason: format!(
+                        "`{name}` is not on the allowlist (permissions.mode is \"allowlist\")"
+                    ),
+                    advice: format!(
+                        "add \"{ns}:{name}\" to permissions.allow in {}",
+                        self.config_file()
+                    ),
+                };
+                (decision, Rule::NotAllowed)
+            }
+            _ => {
+                let decision = Decision::Ask {
+                    detail: detail(name, request.arguments),
+                };
+                (decision, Rule::Ask)
+            }
         }
     }
 
@@ -275,6 +327,40 @@ mod tests {
             Decision::Allow => "allow",
             Decision::Deny { .. } => "deny",
             Decision::Ask { .. } => "ask",
+        }
+    }
+
+    #[test]
+    fn each_decision_names_the_rule_that_made_it() {
+        let args = args(json!({}));
+        let request = |name, read_only| Request {
+            namespace: MCP,
+            name,
+            arguments: &args,
+            read_only,
+        };
+        let mut g = gate(Mode::Ask, &["mcp:fs_*"], &["mcp:fs_write"], true);
+        let rule = |g: &Gate, name, read_only| g.decide_with_rule(request(name, read_only)).1;
+        assert_eq!(
+            rule(&g, "fs_write", false),
+            Rule::Deny("mcp:fs_write".into())
+        );
+        assert_eq!(rule(&g, "fs_move", false), Rule::PlanFirst);
+        assert_eq!(rule(&g, "fs_read", true), Rule::Allow("mcp:fs_*".into()));
+        assert_eq!(rule(&g, "git_log", true), Rule::Ask);
+        g.allow_for_session("git_log");
+        assert_eq!(rule(&g, "git_log", true), Rule::Always);
+        let strict = gate(Mode::Allowlist, &[], &[], false);
+        assert_eq!(rule(&strict, "git_log", true), Rule::NotAllowed);
+        let yolo = gate(Mode::Yolo, &[], &["mcp:*"], false);
+        assert_eq!(rule(&yolo, "git_log", true), Rule::Yolo);
+        assert_eq!(Rule::Allow("mcp:fs_*".into()).to_string(), "allow mcp:fs_*");
+        // The decision is the one `decide` gives.
+        for name in ["fs_write", "fs_move", "fs_read", "git_log"] {
+            assert_eq!(
+                g.decide_with_rule(request(name, false)).0,
+                g.decide(request(name, false))
+            );
         }
     }
 

@@ -10,6 +10,6 @@ pub use core_agent_mcp_config::Problem;
 pub use error::{Error, Result};
 pub use gate::{
     Answer, ApproveAll, AskFuture, BUILTIN, DETAIL_CHARS, Decision, Gate, MCP, Prompter, RefuseAll,
-    Request, detail,
+    Request, Rule, detail,
 };
 pub use pattern::Pattern;

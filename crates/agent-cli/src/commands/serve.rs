@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use core_agent_gateway::{
-    Auth, DefaultToken, Gateway, GatewayLimits, GatewayOptions, GatewayToken, HttpOptions,
-    LimitsError, OAuthConfig, ResourceServer, resolve_tokens,
+    AuditLog, AuditSettings, AuditTarget, Auth, DefaultToken, Gateway, GatewayLimits,
+    GatewayOptions, GatewayToken, HttpOptions, LimitsError, OAuthConfig, ResourceServer,
+    resolve_tokens,
 };
 use core_agent_host::Host;
 use core_agent_mcp_config::{Env, TrustLevel};
@@ -35,6 +36,8 @@ struct ServeArgs {
     /// `gateway.oauth`: callers signed in with an identity provider.
     pub(crate) oauth: Option<OAuthConfig>,
     pub(crate) drain: Duration,
+    /// The audit trail's settings (`--audit-log` over `gateway.audit`).
+    pub(crate) audit: Option<AuditSettings>,
     /// Where the catalog's warnings are printed, once each, as they come.
     pub(crate) warned: Arc<crate::warnings::WarningLog>,
 }
@@ -51,6 +54,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         pricing,
         gateway_tokens,
         gateway_limits,
+        gateway_audit,
         gateway_oauth,
         warned,
         mut stop,
@@ -70,7 +74,32 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         mode,
         parent_model,
         server,
+        audit_log,
     } = command;
+    // `--audit-log` names where; gateway.audit keeps its other settings.
+    let audit = match (audit_log, gateway_audit) {
+        (Some(path), settings) => {
+            let target = if path.as_os_str() == "-" {
+                AuditTarget::Stdout
+            } else {
+                AuditTarget::File(path)
+            };
+            let mut settings = settings.unwrap_or_else(|| AuditSettings::new(target.clone()));
+            settings.target = target;
+            Some(settings)
+        }
+        (None, settings) => settings,
+    };
+    if http.is_none()
+        && audit
+            .as_ref()
+            .is_some_and(|a| a.target == AuditTarget::Stdout)
+    {
+        eprintln!(
+            "core-agent: serve: the audit trail cannot go to stdout when MCP is served on stdin/stdout; give --audit-log a file, or serve with --http"
+        );
+        return USAGE;
+    }
     // One server, transparently: only it starts, under its own tool names.
     if let Some(name) = &server {
         config = match config.only(name) {
@@ -121,6 +150,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         level: global.trust_level.level(),
         oauth: gateway_oauth,
         drain: setup.call_timeout.unwrap_or(Duration::from_secs(30)),
+        audit,
         warned: warned.clone(),
     };
     let code = serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
@@ -141,8 +171,74 @@ async fn serve(
     // each rebuild of the catalog (clients hear them from the gateway).
     let following = args.warned.clone().follow(host.clone());
     let _stop_following = AbortOnDrop(following);
-    let gateway = Gateway::new(host, options);
-    let Some(addr) = args.http else {
+    // Over HTTP: the identity provider's tokens (gateway.oauth), then the static ones.
+    let oauth = match args.http {
+        Some(_) => match resource_server(&args, &ProcessVars).await {
+            Ok(oauth) => oauth,
+            Err(message) => {
+                eprintln!("core-agent: serve: {message}");
+                return USAGE;
+            }
+        },
+        None => None,
+    };
+    let auth = match args
+        .http
+        .map(|addr| auth(&args, addr, tokens, oauth.is_some()))
+        .transpose()
+    {
+        Ok(auth) => auth,
+        Err(message) => {
+            eprintln!("core-agent: serve: {message}");
+            return USAGE;
+        }
+    };
+    let audit = match &args.audit {
+        Some(settings) => match AuditLog::open(settings, secrets_of(auth.as_ref())) {
+            Ok(log) => {
+                if let AuditTarget::File(path) = &settings.target {
+                    eprintln!("core-agent: audit trail: {}", path.display());
+                }
+                Some(Arc::new(log))
+            }
+            Err(e) => {
+                eprintln!(
+                    "core-agent: serve: {e}; create the directory, or give --audit-log (or gateway.audit in config.json) another file"
+                );
+                return FAILED;
+            }
+        },
+        None => None,
+    };
+    let gateway = Gateway::new(host, options.with_audit(audit.clone()));
+    let code = serve_on(&gateway, &args, auth, oauth, stop).await;
+    // Every line of the trail is on disk before the process ends.
+    if let Some(audit) = audit
+        && !audit.flush(Duration::from_secs(5))
+    {
+        eprintln!("core-agent: serve: the audit trail could not be flushed within 5 s");
+    }
+    code
+}
+
+/// The static tokens' secrets, which the audit trail never writes.
+fn secrets_of(auth: Option<&Auth>) -> Vec<String> {
+    match auth {
+        Some(Auth::Tokens(tokens)) => tokens.iter().map(|t| t.secret.clone()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Serves on stdio, or on HTTP with `auth` (and the identity provider's
+/// tokens, with `oauth`), until the client leaves or a signal.
+async fn serve_on(
+    gateway: &Gateway,
+    args: &ServeArgs,
+    auth: Option<Auth>,
+    oauth: Option<ResourceServer>,
+    stop: &mut StopSignals,
+) -> u8 {
+    let (Some(addr), Some(auth)) = (args.http, auth) else {
         eprintln!(
             "core-agent: serving MCP on stdin/stdout as trust level {}",
             args.level.as_str()
@@ -164,20 +260,6 @@ async fn serve(
                 130
             }
         };
-    };
-    let oauth = match resource_server(&args, &ProcessVars).await {
-        Ok(oauth) => oauth,
-        Err(message) => {
-            eprintln!("core-agent: serve: {message}");
-            return USAGE;
-        }
-    };
-    let auth = match auth(&args, addr, tokens, oauth.is_some()) {
-        Ok(auth) => auth,
-        Err(message) => {
-            eprintln!("core-agent: serve: {message}");
-            return USAGE;
-        }
     };
     let mut http = match HttpOptions::new(auth)
         .with_oauth(oauth)

@@ -393,7 +393,9 @@ impl crate::Session {
             arguments: &arguments,
             read_only: true,
         };
-        crate::pipeline::gate(&self.gate, self.prompter.as_ref(), request).await
+        crate::pipeline::gate(&self.gate, self.prompter.as_ref(), request)
+            .await
+            .1
     }
 }
 

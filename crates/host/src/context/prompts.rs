@@ -135,6 +135,44 @@ impl Session {
         name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<GetPromptResult> {
+        if self.observer.is_none() {
+            return self.prompt(name, arguments).await;
+        }
+        let started = std::time::Instant::now();
+        let observed = arguments.clone();
+        let result = self.prompt(name, arguments).await;
+        let verdict = match &result {
+            Err(e) => crate::observe::Verdict::of_refusal(e),
+            Ok(_) => crate::observe::Verdict::Allowed { rule: None },
+        };
+        let (outcome, bytes) = match &result {
+            Ok(r) => (crate::Outcome::Ok, Some(crate::cap::json_len(r))),
+            Err(_) => (crate::Outcome::Failed, None),
+        };
+        let server = match self.host.prompt_route(self.level, name).await {
+            Ok((server, _)) => Some(server.name().to_owned()),
+            Err(_) => None,
+        };
+        let told = crate::session::Told {
+            name,
+            server: server.as_deref(),
+            arguments: observed.as_ref(),
+            verdict: &verdict,
+            duration: started.elapsed(),
+            digested: None,
+        };
+        self.tell_record(
+            crate::Kind::Prompt,
+            &told,
+            outcome,
+            bytes,
+            result.as_ref().err(),
+        );
+        result
+    }
+
+    /// [`Session::get_prompt`], unobserved.
+    async fn prompt(&self, name: &str, arguments: Option<JsonObject>) -> Result<GetPromptResult> {
         let host = &self.host;
         let (server, own) = host.prompt_route(self.level, name).await?;
         let prompt = host

@@ -8,6 +8,8 @@ use core_agent_mcp_transport::model::{
 };
 
 use super::prompts::publish_uri;
+use crate::observe::{Kind, Outcome, Verdict};
+use crate::session::Told;
 use crate::{Result, Session};
 
 impl Session {
@@ -18,6 +20,34 @@ impl Session {
     /// result is capped at the server's `max_result_bytes` (texts cut,
     /// blobs that do not fit left out, saying so).
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult> {
+        if self.observer.is_none() {
+            return self.read(uri).await;
+        }
+        let started = std::time::Instant::now();
+        let (result, digested) = crate::session::observing(self.read(uri)).await;
+        let verdict = match &result {
+            Err(e) => Verdict::of_refusal(e),
+            Ok(_) => Verdict::Allowed { rule: None },
+        };
+        let (outcome, bytes) = match &result {
+            Ok(r) => (Outcome::Ok, Some(crate::cap::json_len(r))),
+            Err(_) => (Outcome::Failed, None),
+        };
+        let server = crate::origin_of(uri).map(|(server, _)| server);
+        let told = Told {
+            name: uri,
+            server: server.as_deref(),
+            arguments: None,
+            verdict: &verdict,
+            duration: started.elapsed(),
+            digested: digested.as_ref(),
+        };
+        self.tell_record(Kind::Resource, &told, outcome, bytes, result.as_ref().err());
+        result
+    }
+
+    /// [`Session::read_resource`], unobserved.
+    async fn read(&self, uri: &str) -> Result<ReadResourceResult> {
         let (server, own) = self.host.resource_route(self.level, uri)?;
         let mut result = server.read_resource(own).await?;
         for contents in &mut result.contents {

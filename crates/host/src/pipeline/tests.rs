@@ -25,6 +25,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+/// The gate step's result, without its verdict (see
+/// `the_gate_step_says_which_rule_decided`).
+async fn gate(
+    gate_: &RwLock<Gate>,
+    prompter: &dyn Prompter,
+    request: Request<'_>,
+) -> crate::Result<()> {
+    super::gate(gate_, prompter, request).await.1
+}
+
 fn spec() -> ServerSpec {
     ServerSpec::new(Transport::Stdio(StdioSpec {
         command: "mcp-server".to_owned(),
@@ -859,4 +869,49 @@ proptest::proptest! {
         let record = store.get(envelope["call_id"].as_str().unwrap()).unwrap().unwrap();
         proptest::prop_assert_eq!(record.payload, payload);
     }
+}
+
+#[tokio::test]
+async fn the_gate_step_says_which_rule_decided() {
+    use crate::observe::Verdict;
+    use core_agent_permissions::Rule;
+    let prompter = Script::answering(&[Answer::No, Answer::Always]);
+    let gate_ = gate_of(Mode::Ask, &["mcp:fs_read*"], &["mcp:fs_delete"]);
+    let arguments = args(json!({}));
+    let verdict = |name: &'static str| {
+        let (gate_, prompter, arguments) = (&gate_, prompter.clone(), &arguments);
+        async move {
+            super::gate(gate_, prompter.as_ref(), request(name, arguments))
+                .await
+                .0
+        }
+    };
+    assert_eq!(
+        verdict("fs_read_file").await,
+        Verdict::Allowed {
+            rule: Some(Rule::Allow("mcp:fs_read*".into()))
+        }
+    );
+    assert_eq!(
+        verdict("fs_delete").await,
+        Verdict::Denied {
+            rule: Rule::Deny("mcp:fs_delete".into())
+        }
+    );
+    assert_eq!(
+        verdict("fs_write").await,
+        Verdict::Asked { answer: Answer::No }
+    );
+    assert_eq!(
+        verdict("fs_write").await,
+        Verdict::Asked {
+            answer: Answer::Always
+        }
+    );
+    assert_eq!(
+        verdict("fs_write").await,
+        Verdict::Allowed {
+            rule: Some(Rule::Always)
+        }
+    );
 }

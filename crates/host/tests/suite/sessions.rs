@@ -227,3 +227,100 @@ async fn retrieve_raw_of_a_dropped_payload_says_it_was_dropped_to_bound_memory()
     drop(session);
     host.shutdown().await;
 }
+
+/// Keeps what an observer is told, as plain values.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<Value>>);
+
+impl core_agent_host::Observer for Recorder {
+    fn observe(&self, call: &core_agent_host::CallRecord<'_>) {
+        self.0.lock().unwrap().push(json!({
+            "session": call.session,
+            "owner": call.owner,
+            "kind": call.kind.as_str(),
+            "name": call.name,
+            "server": call.server,
+            "arguments": call.arguments,
+            "verdict": call.verdict.as_str(),
+            "ran": call.verdict.ran(),
+            "outcome": call.outcome.as_str(),
+            "error": call.error.map(ToString::to_string),
+            "bytes": call.result_bytes,
+            "digest": call.digested.map(|d| json!([d.method, d.raw_bytes > d.digest_bytes])),
+        }));
+    }
+}
+
+/// Each call a session decides is told once, with the verdict, the rule's
+/// outcome, its size and what the digest did, refusals included.
+#[tokio::test]
+async fn an_observer_is_told_every_call_and_its_verdict() {
+    let store = std::sync::Arc::new(core_agent_digest::MemoryStore::new());
+    let recorder = std::sync::Arc::new(Recorder::default());
+    let host = start(vec![demo("demo")], digesting_into(store)).await;
+    let session = |level| {
+        let observer: std::sync::Arc<dyn core_agent_host::Observer> = recorder.clone();
+        let mut options = approving()
+            .with_id(Some(format!("s-{level:?}").to_lowercase()))
+            .with_observer(Some(observer));
+        options.trust_level = level;
+        host.host.session(options)
+    };
+    let creator = session(TrustLevel::Creator);
+    creator
+        .call("demo_divide", args(json!({"a": 1, "b": 0})))
+        .await
+        .unwrap();
+    creator
+        .call("demo_list_inventory", JsonObject::new())
+        .await
+        .unwrap();
+    creator
+        .call("demo_nope", JsonObject::new())
+        .await
+        .unwrap_err();
+    let outcomes = creator
+        .call_batch(vec![core_agent_host::CallRequest {
+            name: "demo_divide".into(),
+            arguments: args(json!({"a": 1, "b": 2})),
+        }])
+        .await;
+    assert!(outcomes[0].result.is_ok());
+    let told = recorder.0.lock().unwrap().clone();
+    let pick = |i: usize, keys: &[&str]| -> Value {
+        keys.iter()
+            .map(|k| (k.to_string(), told[i][*k].clone()))
+            .collect()
+    };
+    assert_eq!(told.len(), 4, "{told:#?}");
+    assert_eq!(
+        pick(
+            0,
+            &[
+                "session",
+                "kind",
+                "name",
+                "server",
+                "arguments",
+                "verdict",
+                "outcome"
+            ]
+        ),
+        json!({"session": "s-creator", "kind": "tool", "name": "demo_divide", "server": "demo",
+               "arguments": {"a": 1, "b": 0}, "verdict": "ask", "outcome": "tool_error"})
+    );
+    assert_eq!(told[1]["outcome"], "ok");
+    assert_eq!(
+        told[1]["digest"][1], true,
+        "the inventory is digested: {}",
+        told[1]
+    );
+    assert!(told[1]["bytes"].as_u64().unwrap() > 0);
+    assert_eq!(
+        pick(2, &["verdict", "ran", "outcome", "server", "bytes"]),
+        json!({"verdict": "unknown", "ran": false, "outcome": "failed", "server": null, "bytes": null})
+    );
+    assert_eq!(told[3]["name"], "demo_divide", "batches are told too");
+    assert_eq!(told[3]["outcome"], "ok");
+    host.shutdown().await;
+}

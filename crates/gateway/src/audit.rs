@@ -1,0 +1,674 @@
+//! The audit trail: every decision the gateway takes, one JSON line each,
+//! written by a thread of its own to a file (rotated by size) or to stdout.
+//!
+//! A line is built on the call's task (a few hundred bytes, no I/O) and
+//! handed to the writer through a bounded queue; a full queue (the disk
+//! stalled) drops the line rather than hold a call, counts it, and the next
+//! line written says how many were dropped before it. Nothing secret is
+//! written: arguments are a hash unless the operator opts in, and then the
+//! values of secret-looking keys (and any gateway token met verbatim) are
+//! redacted; tokens are never an input of a line.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use core_agent_host::{CallRecord, Observer, Verdict};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::auth::Caller;
+
+/// The schema version each line carries as `"v"`.
+pub const AUDIT_SCHEMA_VERSION: u64 = 1;
+
+/// Lines waiting for the writer, at most; past it, lines are dropped and counted.
+const QUEUE: usize = 16 * 1024;
+
+/// Where the audit trail goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AuditTarget {
+    /// Standard output (`-`): one stream for a container's log collector.
+    Stdout,
+    /// A file, appended to and rotated by size.
+    File(PathBuf),
+}
+
+/// How the audit trail is written: `gateway.audit` in `config.json`, or the
+/// `--audit-log` flag of a front end.
+///
+/// ```
+/// use core_agent_gateway::{AuditSettings, AuditTarget};
+///
+/// let settings = AuditSettings::new(AuditTarget::File("audit.jsonl".into()))
+///     .with_max_bytes(1 << 20)
+///     .with_keep(3);
+/// assert!(!settings.arguments, "argument values are opt-in");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AuditSettings {
+    /// Where the lines go.
+    pub target: AuditTarget,
+    /// A file reaching this size is rotated (`FILE` → `FILE.1` → … →
+    /// `FILE.<keep>`, the oldest dropped). 100 MiB by default.
+    pub max_bytes: u64,
+    /// Rotated files kept (5 by default; 0 keeps none: the file restarts).
+    pub keep: usize,
+    /// Write the arguments' values (secret-looking keys redacted), not only
+    /// their hash. Off by default.
+    pub arguments: bool,
+}
+
+impl AuditSettings {
+    /// Rotated at 100 MiB by default.
+    pub const MAX_BYTES: u64 = 100 * 1024 * 1024;
+    /// Rotated files kept, by default.
+    pub const KEEP: usize = 5;
+
+    /// Lines to `target`, rotated at 100 MiB keeping 5 files, arguments hashed.
+    pub fn new(target: AuditTarget) -> AuditSettings {
+        AuditSettings {
+            target,
+            max_bytes: AuditSettings::MAX_BYTES,
+            keep: AuditSettings::KEEP,
+            arguments: false,
+        }
+    }
+
+    /// Rotates the file when it reaches `bytes`.
+    pub fn with_max_bytes(mut self, bytes: u64) -> AuditSettings {
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// Keeps `keep` rotated files.
+    pub fn with_keep(mut self, keep: usize) -> AuditSettings {
+        self.keep = keep;
+        self
+    }
+
+    /// Writes the arguments' values (redacted), not only their hash.
+    pub fn with_arguments(mut self, arguments: bool) -> AuditSettings {
+        self.arguments = arguments;
+        self
+    }
+}
+
+/// What goes to the writer thread.
+enum Message {
+    Line(String),
+    /// Write everything queued before it, then answer.
+    Flush(SyncSender<()>),
+}
+
+/// An open audit trail; cheap to share (`Arc`). Dropping the last handle
+/// lets the writer finish the queued lines and close the file.
+pub struct AuditLog {
+    sender: Mutex<Option<SyncSender<Message>>>,
+    dropped: AtomicU64,
+    arguments: bool,
+    /// Strings never written verbatim (the gateway's static tokens).
+    secrets: Vec<String>,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLog")
+            .field("arguments", &self.arguments)
+            .field("dropped", &self.dropped.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuditLog {
+    /// Opens the trail `settings` describes and starts its writer thread.
+    /// `secrets` are strings never written verbatim (pass the gateway's
+    /// static tokens): a redacted argument value equal to one is hidden
+    /// even under a harmless-looking key.
+    ///
+    /// # Errors
+    /// The file cannot be opened for appending (its directory is missing,
+    /// or not writable), or the thread cannot start.
+    pub fn open(settings: &AuditSettings, secrets: Vec<String>) -> std::io::Result<AuditLog> {
+        let sink = match &settings.target {
+            AuditTarget::Stdout => Sink::Stdout,
+            AuditTarget::File(path) => Sink::File(RotatingFile::open(
+                path.clone(),
+                settings.max_bytes.max(1),
+                settings.keep,
+            )?),
+        };
+        let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE);
+        let writer = std::thread::Builder::new()
+            .name("core-agent-audit".to_owned())
+            .spawn(move || write_lines(receiver, sink))?;
+        Ok(AuditLog {
+            sender: Mutex::new(Some(sender)),
+            dropped: AtomicU64::new(0),
+            arguments: settings.arguments,
+            secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect(),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    /// The line of one call a session decided.
+    pub fn call(&self, caller: &Caller, call: &CallRecord<'_>) {
+        let mut line = self.head("call");
+        line.insert("caller".into(), caller_json(caller));
+        line.insert("session".into(), json!(call.session));
+        line.insert("kind".into(), json!(call.kind.as_str()));
+        line.insert("name".into(), json!(call.name));
+        line.insert("server".into(), json!(call.server));
+        if let Some(arguments) = call.arguments {
+            line.insert("arguments_sha256".into(), json!(arguments_hash(arguments)));
+            if self.arguments {
+                line.insert(
+                    "arguments".into(),
+                    redact(&Value::Object(arguments.clone()), &self.secrets),
+                );
+            }
+        }
+        line.insert("decision".into(), json!(call.verdict.as_str()));
+        line.insert("reason".into(), json!(reason(call)));
+        line.insert("outcome".into(), json!(call.outcome.as_str()));
+        line.insert("duration_ms".into(), json!(millis(call.duration)));
+        line.insert("result_bytes".into(), json!(call.result_bytes));
+        line.insert(
+            "digest".into(),
+            match call.digested {
+                Some(d) => json!({
+                    "method": d.method,
+                    "raw_bytes": d.raw_bytes,
+                    "digest_bytes": d.digest_bytes,
+                }),
+                None => Value::Null,
+            },
+        );
+        self.send(line);
+    }
+
+    /// The line of a request refused before any session: no valid
+    /// credentials, a caller throttled, a session used by another caller.
+    /// `reason` must not hold the credentials themselves.
+    pub fn sign_in_refused(&self, remote: Option<IpAddr>, status: u16, reason: &str) {
+        let mut line = self.head("sign_in");
+        line.insert("caller".into(), Value::Null);
+        line.insert("remote".into(), json!(remote.map(|ip| ip.to_string())));
+        line.insert("decision".into(), json!("refused"));
+        line.insert("status".into(), json!(status));
+        line.insert("reason".into(), json!(hide(reason, &self.secrets)));
+        self.send(line);
+    }
+
+    /// Waits, at most `limit`, until every line handed over so far is
+    /// written and flushed; whether it was.
+    pub fn flush(&self, limit: Duration) -> bool {
+        let (done, wait) = std::sync::mpsc::sync_channel(1);
+        let sent = match self.sender.lock() {
+            Ok(sender) => sender
+                .as_ref()
+                .is_some_and(|s| s.send(Message::Flush(done)).is_ok()),
+            Err(_) => false,
+        };
+        sent && wait.recv_timeout(limit).is_ok()
+    }
+
+    /// Lines dropped so far because the writer fell behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// `v`, `time` and `event`, and how many lines were dropped before
+    /// this one when any were.
+    fn head(&self, event: &str) -> Map<String, Value> {
+        let mut line = Map::new();
+        line.insert("v".into(), json!(AUDIT_SCHEMA_VERSION));
+        line.insert("time".into(), json!(rfc3339(SystemTime::now())));
+        line.insert("event".into(), json!(event));
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            line.insert("dropped_before".into(), json!(dropped));
+        }
+        line
+    }
+
+    fn send(&self, line: Map<String, Value>) {
+        let text = Value::Object(line).to_string();
+        let Ok(sender) = self.sender.lock() else {
+            return;
+        };
+        let Some(sender) = sender.as_ref() else {
+            return;
+        };
+        match sender.try_send(Message::Line(text)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!(
+                        "the audit trail's writer fell behind: lines are dropped (counted in the next line's dropped_before)"
+                    );
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+impl Drop for AuditLog {
+    /// Lets the writer write what is queued, and waits for it.
+    fn drop(&mut self) {
+        if let Ok(mut sender) = self.sender.lock() {
+            sender.take();
+        }
+        if let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// An audit trail seen as a session's observer: its calls, under its caller.
+pub(crate) struct SessionAudit {
+    pub(crate) log: Arc<AuditLog>,
+    pub(crate) caller: Caller,
+}
+
+impl Observer for SessionAudit {
+    fn observe(&self, call: &CallRecord<'_>) {
+        self.log.call(&self.caller, call);
+    }
+}
+
+/// `{"name": …, "trust_level": …}` of a caller, and `"identity": {"issuer",
+/// "subject", "email", "name"}` for one signed in with an identity provider.
+fn caller_json(caller: &Caller) -> Value {
+    let mut value = json!({"name": caller.name, "trust_level": caller.trust_level.as_str()});
+    if let Some(identity) = &caller.identity {
+        value["identity"] = json!({
+            "issuer": identity.issuer,
+            "subject": identity.subject,
+            "email": identity.email,
+            "name": identity.name,
+        });
+    }
+    value
+}
+
+/// Why the call was decided as it was: the gate's rule, the answer to an
+/// ask, or the refusal's own words.
+fn reason(call: &CallRecord<'_>) -> Option<String> {
+    match call.verdict {
+        Verdict::Allowed { rule: Some(rule) } => Some(rule.to_string()),
+        Verdict::Allowed { rule: None } => None,
+        Verdict::Asked { answer } => Some(format!("asked, answered {answer:?}").to_lowercase()),
+        Verdict::Denied { rule } => Some(match call.error {
+            Some(e) => format!("{rule}: {e}"),
+            None => rule.to_string(),
+        }),
+        _ => call.error.map(ToString::to_string),
+    }
+    .or_else(|| call.error.map(ToString::to_string))
+}
+
+/// SHA-256 of the arguments with every object's keys sorted, in hex: the
+/// same arguments hash the same whatever order a client wrote them in.
+pub(crate) fn arguments_hash(arguments: &Map<String, Value>) -> String {
+    let canonical = canonical(&Value::Object(arguments.clone()));
+    let digest = Sha256::digest(canonical.to_string().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), canonical(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Key names whose values are secrets, matched case-insensitively as parts
+/// of the key (`apiKey`, `x-api-key`, `db_password`, `Authorization`).
+const SECRET_KEYS: &[&str] = &[
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "api_key",
+    "api-key",
+    "authorization",
+    "cookie",
+    "credential",
+    "private_key",
+    "privatekey",
+    "session_key",
+];
+
+const REDACTED: &str = "[redacted]";
+
+/// `value` with the values of secret-looking keys, and any string holding a
+/// known secret, replaced by `[redacted]`.
+pub(crate) fn redact(value: &Value, secrets: &[String]) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let lower = k.to_ascii_lowercase();
+                    if SECRET_KEYS.iter().any(|s| lower.contains(s)) {
+                        (k.clone(), json!(REDACTED))
+                    } else {
+                        (k.clone(), redact(v, secrets))
+                    }
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redact(v, secrets)).collect()),
+        Value::String(s) if secrets.iter().any(|secret| s.contains(secret.as_str())) => {
+            json!(REDACTED)
+        }
+        other => other.clone(),
+    }
+}
+
+/// `text` with every known secret in it replaced.
+fn hide(text: &str, secrets: &[String]) -> String {
+    secrets
+        .iter()
+        .fold(text.to_owned(), |t, s| t.replace(s.as_str(), REDACTED))
+}
+
+fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+/// `2026-12-02T11:20:00.123Z`.
+pub(crate) fn rfc3339(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days as i64);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Where the writer thread writes.
+enum Sink {
+    Stdout,
+    File(RotatingFile),
+}
+
+impl Sink {
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(line.as_bytes())?;
+                out.write_all(b"\n")
+            }
+            Sink::File(file) => file.write_line(line),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Stdout => std::io::stdout().lock().flush(),
+            Sink::File(file) => file.out.flush(),
+        }
+    }
+}
+
+/// The writer thread: lines in order; flushed whenever the queue is empty.
+fn write_lines(receiver: Receiver<Message>, mut sink: Sink) {
+    let mut failing = false;
+    let report = |result: std::io::Result<()>, failing: &mut bool| match result {
+        Ok(()) => *failing = false,
+        Err(e) => {
+            if !*failing {
+                tracing::error!("cannot write the audit trail: {e}");
+            }
+            *failing = true;
+        }
+    };
+    while let Ok(message) = receiver.recv() {
+        let mut next = Some(message);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Line(line) => report(sink.write_line(&line), &mut failing),
+                Message::Flush(done) => {
+                    report(sink.flush(), &mut failing);
+                    let _ = done.send(());
+                }
+            }
+            next = receiver.try_recv().ok();
+        }
+        report(sink.flush(), &mut failing);
+    }
+    report(sink.flush(), &mut failing);
+}
+
+/// An append-only file that rotates when it reaches `max_bytes`.
+struct RotatingFile {
+    path: PathBuf,
+    out: BufWriter<File>,
+    written: u64,
+    max_bytes: u64,
+    keep: usize,
+}
+
+impl RotatingFile {
+    fn open(path: PathBuf, max_bytes: u64, keep: usize) -> std::io::Result<RotatingFile> {
+        let file = append(&path)?;
+        let written = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(RotatingFile {
+            path,
+            out: BufWriter::new(file),
+            written,
+            max_bytes,
+            keep,
+        })
+    }
+
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        let size = line.len() as u64 + 1;
+        if self.written > 0 && self.written + size > self.max_bytes {
+            self.rotate()?;
+        }
+        self.out.write_all(line.as_bytes())?;
+        self.out.write_all(b"\n")?;
+        self.written += size;
+        Ok(())
+    }
+
+    /// `FILE.<keep-1>` → `FILE.<keep>`, …, `FILE` → `FILE.1`, then a new `FILE`.
+    fn rotate(&mut self) -> std::io::Result<()> {
+        self.out.flush()?;
+        if self.keep == 0 {
+            std::fs::remove_file(&self.path)?;
+        } else {
+            for n in (1..self.keep).rev() {
+                let from = numbered(&self.path, n);
+                if from.exists() {
+                    std::fs::rename(&from, numbered(&self.path, n + 1))?;
+                }
+            }
+            std::fs::rename(&self.path, numbered(&self.path, 1))?;
+        }
+        self.out = BufWriter::new(append(&self.path)?);
+        self.written = 0;
+        Ok(())
+    }
+}
+
+fn append(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    options.open(path).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot open the audit log {}: {e}", path.display()),
+        )
+    })
+}
+
+/// `FILE.n`.
+fn numbered(path: &Path, n: usize) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_rfc3339_utc() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_796_210_400_123);
+        assert_eq!(rfc3339(t), "2026-12-02T11:20:00.123Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn the_hash_ignores_key_order_and_sees_values() {
+        let a = json!({"b": 1, "a": {"y": [1, 2], "x": "s"}});
+        let b = json!({"a": {"x": "s", "y": [1, 2]}, "b": 1});
+        let c = json!({"a": {"x": "s", "y": [2, 1]}, "b": 1});
+        let hash = |v: &Value| arguments_hash(v.as_object().unwrap());
+        assert_eq!(hash(&a), hash(&b));
+        assert_ne!(hash(&a), hash(&c));
+        assert_eq!(hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn secret_keys_and_known_secrets_are_redacted_at_any_depth() {
+        let secrets = vec!["tok-123456".to_owned()];
+        let v = json!({
+            "path": "/tmp",
+            "apiKey": "k",
+            "headers": {"Authorization": "Bearer x", "accept": "json"},
+            "items": [{"db_password": "p"}, "uses tok-123456 here"],
+            "n": 3
+        });
+        assert_eq!(
+            redact(&v, &secrets),
+            json!({
+                "path": "/tmp",
+                "apiKey": REDACTED,
+                "headers": {"Authorization": REDACTED, "accept": "json"},
+                "items": [{"db_password": REDACTED}, REDACTED],
+                "n": 3
+            })
+        );
+    }
+
+    #[test]
+    fn the_file_rotates_by_size_keeping_so_many() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut file = RotatingFile::open(path.clone(), 100, 2).unwrap();
+        for i in 0..12 {
+            file.write_line(&format!(
+                "{{\"line\": {i:02}, \"pad\": \"{}\"}}",
+                "x".repeat(20)
+            ))
+            .unwrap();
+        }
+        file.out.flush().unwrap();
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+        let lines = |p: &Path| read(p).lines().count();
+        assert!(std::fs::metadata(&path).unwrap().len() <= 100);
+        // 44-byte lines: two fit in 100 bytes.
+        assert_eq!(lines(&path), 2);
+        assert_eq!(lines(&numbered(&path, 1)), 2);
+        assert_eq!(lines(&numbered(&path, 2)), 2);
+        assert!(
+            !numbered(&path, 3).exists(),
+            "only two rotated files are kept"
+        );
+        // The newest lines are in the file, the ones before in FILE.1.
+        assert!(read(&path).contains("\"line\": 11"));
+        assert!(read(&numbered(&path, 1)).contains("\"line\": 08"));
+    }
+
+    #[test]
+    fn lines_reach_the_file_in_order_and_flush_waits_for_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(
+            &AuditSettings::new(AuditTarget::File(path.clone())),
+            vec!["sekrit-token".into()],
+        )
+        .unwrap();
+        for status in [401, 403, 429] {
+            log.sign_in_refused(None, status, "wrong token sekrit-token");
+        }
+        assert!(log.flush(Duration::from_secs(5)));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let statuses: Vec<u64> = lines
+            .iter()
+            .map(|l| l["status"].as_u64().unwrap())
+            .collect();
+        assert_eq!(statuses, [401, 403, 429]);
+        assert_eq!(lines[0]["event"], "sign_in");
+        assert_eq!(lines[0]["v"], AUDIT_SCHEMA_VERSION);
+        assert!(!text.contains("sekrit-token"), "{text}");
+    }
+
+    #[test]
+    fn a_missing_directory_is_an_error_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nope").join("audit.jsonl");
+        let err = AuditLog::open(&AuditSettings::new(AuditTarget::File(path.clone())), vec![])
+            .unwrap_err();
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+    }
+}
