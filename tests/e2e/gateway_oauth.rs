@@ -874,3 +874,29 @@ async fn a_session_belongs_to_the_signed_in_user_not_to_one_token() {
     let (status, _) = post(&audience, &format!("Bearer {TOKEN}"), Some(&session), list).await;
     assert_eq!(status, 403);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_audience_whose_host_the_gateway_would_refuse_is_called_out_at_start() {
+    let idp = Idp::start();
+    let port = free_port();
+    let p = project(&idp.issuer, "https://gateway.example.com/mcp");
+    let gw = gateway(&p, port);
+    assert!(
+        gw.waits_for(
+            "gateway.oauth.audience names host `gateway.example.com`, which is not an allowed Host: clients that connect there get 403; add --allow-host gateway.example.com",
+            Duration::from_secs(10)
+        ),
+        "{}",
+        gw.output()
+    );
+    // A loopback audience is allowed as it is.
+    let port = free_port();
+    let p = project(&idp.issuer, &format!("http://127.0.0.1:{port}/mcp"));
+    let gw = gateway(&p, port);
+    assert!(gw.waits_for("clients sign in at", Duration::from_secs(10)));
+    assert!(
+        !gw.output().contains("not an allowed Host"),
+        "{}",
+        gw.output()
+    );
+}

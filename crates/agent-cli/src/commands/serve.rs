@@ -272,6 +272,11 @@ async fn serve_on(
         }
     };
     http.allowed_hosts.extend(args.allow_hosts.iter().cloned());
+    if let Some(host) = audience_host_refused(&http) {
+        eprintln!(
+            "core-agent: WARNING: gateway.oauth.audience names host `{host}`, which is not an allowed Host: clients that connect there get 403; add --allow-host {host}"
+        );
+    }
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -394,6 +399,22 @@ async fn resource_server(
         ),
     }
     Ok(Some(server))
+}
+
+/// The host of `gateway.oauth.audience` (where clients connect), when the
+/// listener's Host check would refuse it.
+fn audience_host_refused(http: &HttpOptions) -> Option<String> {
+    let audience = url::Url::parse(&http.oauth.as_ref()?.config().audience).ok()?;
+    let host = audience
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let allowed = http.allowed_hosts.iter().any(|a| {
+        a.trim_start_matches('[')
+            .trim_end_matches(']')
+            .eq_ignore_ascii_case(host)
+    });
+    (!allowed).then(|| host.to_owned())
 }
 
 /// The process environment, where a value that is not UTF-8 counts as
