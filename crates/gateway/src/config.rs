@@ -336,7 +336,7 @@ impl Cx<'_> {
         if let Some(leeway) = self.whole(oauth, &base, "leeway_secs", 0, 600) {
             config.leeway_secs = leeway;
         }
-        if let Some(secs) = self.whole(oauth, &base, "jwks_refresh_secs", 0, 3600) {
+        if let Some(secs) = self.whole(oauth, &base, "jwks_refresh_secs", 1, 3600) {
             config.jwks_refresh_secs = secs;
         }
         config.scopes_supported = self.strings(oauth, &base, "scopes_supported");
@@ -949,6 +949,7 @@ mod tests {
                     "issuer": "http://login.example.com",
                     "algorithms": ["RS256", "none", "HS256", "XY1"],
                     "leeway_secs": 9000,
+                    "jwks_refresh_secs": 0,
                     "scopes_supported": ["a b"],
                     "introspection": {"client_id": "gw", "client_secret": "hunter2"},
                     "trust": [{"scope": "x", "claim": "y", "level": "user"}, {"scope": "mcp:admin", "level": "admin"}],
@@ -965,6 +966,7 @@ mod tests {
             "/gateway/oauth/algorithms/2: `HS256` is a shared-secret algorithm, which the issuer's public keys cannot check",
             "/gateway/oauth/algorithms/3: unknown algorithm \"XY1\"",
             "/gateway/oauth/leeway_secs: expected a whole number from 0 to 600, not 9000",
+            "/gateway/oauth/jwks_refresh_secs: expected a whole number from 1 to 3600, not 0",
             "/gateway/oauth/scopes_supported: expected a list of scope names (no spaces)",
             "/gateway/oauth/introspection/client_secret: a secret written in config.json would be readable by anyone who reads the file; write \"client_secret\": \"${env:GATEWAY_INTROSPECTION_CLIENT_SECRET}\"",
             "/gateway/oauth/trust/0: a rule matches either a \"scope\", or a \"claim\" with its \"value\"",

@@ -40,7 +40,9 @@ pub struct OAuthConfig {
     pub leeway_secs: u64,
     /// `jwks_refresh_secs`: the fewest seconds between two fetches of the
     /// keys for an unknown `kid` (10), so a flood of unknown kids does not
-    /// hammer the provider.
+    /// hammer the provider. `config.json` takes 1 to 3600; 0 (through
+    /// [`OAuthConfig::with_jwks_refresh_secs`] only) fetches them for every
+    /// unknown `kid`.
     pub jwks_refresh_secs: u64,
     /// `scopes_supported`: the scopes the protected-resource metadata lists.
     pub scopes_supported: Vec<String>,
