@@ -465,3 +465,34 @@ async fn a_verified_token_is_not_verified_again_until_the_keys_change() {
         Err(Rejection::Invalid(_))
     ));
 }
+
+#[tokio::test]
+async fn an_introspection_endpoint_that_is_down_gets_503_never_a_hang() {
+    let k = SigningKey::new("k1");
+    let idp = idp(&[&k]).await;
+    let issuer = idp.issuer.clone();
+    let mut config = config(&issuer).with_introspection(Some(IntrospectionConfig::new(
+        core_agent_mcp_config::Template::parse("${env:RS_ID}").unwrap(),
+        core_agent_mcp_config::Template::parse("${env:RS_SECRET}").unwrap(),
+    )));
+    config.default = DefaultTrust::Level(TrustLevel::Public);
+    let rs = server(config);
+    rs.warm_up().await.unwrap();
+    drop(idp);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    match rs.authenticate(Some("Bearer opaque-good")).await {
+        Err(Rejection::Unavailable {
+            retry_after,
+            reason,
+        }) => {
+            assert!(retry_after >= Duration::from_secs(1));
+            assert!(!reason.contains("opaque-good"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        started.elapsed() < provider::REQUEST_TIMEOUT * 2,
+        "never a hang"
+    );
+}
