@@ -10,6 +10,7 @@ mod prompt;
 mod registry;
 mod relay;
 mod session;
+mod telemetry;
 mod tokens;
 
 use std::sync::Arc;
@@ -26,6 +27,9 @@ pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;
 pub use http::{HttpOptions, LimitsError};
 pub use registry::SessionInfo;
+pub use telemetry::{DownServer, Metrics, Readiness, TraceParent};
+#[cfg(feature = "otel")]
+pub use telemetry::{Otel, OtelError};
 pub use tokens::{DefaultToken, GatewayToken, MIN_TOKEN_LEN, TokenError, resolve_tokens};
 
 /// What every client session of the gateway gets, whatever its transport.
@@ -60,6 +64,14 @@ pub struct GatewayOptions {
     /// Forwards backends' elicitations to the client whose call caused them;
     /// it must also be the host's elicitor (`StartOptions::elicitor`).
     pub elicitations: Option<Arc<ElicitRouter>>,
+    /// Records what the gateway serves and asks its backends (`/metrics`).
+    pub metrics: Option<Arc<Metrics>>,
+    /// A `tracing` span per request served, child of the client's W3C
+    /// trace context (`_meta.traceparent`), with the host's spans under it;
+    /// with the `otel` feature, the context is passed on to the backends.
+    pub tracing: bool,
+    /// The servers `/health/ready` waits for (those marked `required`).
+    pub required: Vec<String>,
 }
 
 impl Default for GatewayOptions {
@@ -72,6 +84,9 @@ impl Default for GatewayOptions {
             pricing: Pricing::default(),
             parent_model: None,
             elicitations: None,
+            metrics: None,
+            tracing: false,
+            required: Vec::new(),
         }
     }
 }
@@ -120,6 +135,24 @@ impl GatewayOptions {
         self.elicitations = router;
         self
     }
+
+    /// Records what the gateway serves and asks its backends in `metrics`.
+    pub fn with_metrics(mut self, metrics: Option<Arc<Metrics>>) -> GatewayOptions {
+        self.metrics = metrics;
+        self
+    }
+
+    /// A span per request served, child of the client's trace context.
+    pub fn with_tracing(mut self, tracing: bool) -> GatewayOptions {
+        self.tracing = tracing;
+        self
+    }
+
+    /// The servers `/health/ready` waits for.
+    pub fn with_required_servers(mut self, servers: Vec<String>) -> GatewayOptions {
+        self.required = servers;
+        self
+    }
 }
 
 /// core-agent's catalog served as one MCP server: every client session is a
@@ -131,7 +164,6 @@ pub struct Gateway {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     host: Arc<Host>,
     options: GatewayOptions,
@@ -143,11 +175,30 @@ struct Inner {
     /// Seals the states of backends' questions relayed to 2026-07-28
     /// clients (`None`: no randomness, so they are not relayed).
     relay_key: Option<relay::StateKey>,
+    /// Told about every call of every session (the metrics, an audit trail).
+    observer: Option<Arc<dyn core_agent_host::Observer>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("host", &self.host)
+            .field("options", &self.options)
+            .field("registry", &self.registry)
+            .field("observer", &self.observer.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Gateway {
     /// A gateway over `host`.
     pub fn new(host: Arc<Host>, options: GatewayOptions) -> Gateway {
+        let mut observers: Vec<Arc<dyn core_agent_host::Observer>> = Vec::new();
+        if let Some(metrics) = &options.metrics {
+            observers.push(metrics.clone());
+        }
+        let observer: Option<Arc<dyn core_agent_host::Observer>> =
+            (!observers.is_empty()).then(|| Arc::new(telemetry::Observers(observers)) as _);
         Gateway {
             inner: Arc::new(Inner {
                 host,
@@ -156,6 +207,7 @@ impl Gateway {
                 log_levels: context::LogLevels::new(),
                 next_session: std::sync::atomic::AtomicU64::new(0),
                 relay_key: relay::StateKey::random(),
+                observer,
             }),
         }
     }
