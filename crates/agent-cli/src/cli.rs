@@ -242,6 +242,11 @@ pub(crate) struct ServeCommand {
     /// (no `<server>_` prefix), still gated, pinned and digested.
     #[arg(long, value_name = "NAME")]
     pub(crate) server: Option<String>,
+    /// Also serve the Prometheus metrics, GET /metrics without a token, on a
+    /// listener of their own at this address, such as 127.0.0.1:9464 (with
+    /// --http they are also at /metrics on the gateway's listener, behind the token).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -729,6 +729,12 @@ async fn ready(State(state): State<Arc<HttpState>>) -> Response {
 }
 
 impl Gateway {
+    /// Serves [`Gateway::metrics_router`] on `listener` until the task is
+    /// dropped.
+    pub async fn serve_metrics(&self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        axum::serve(listener, self.metrics_router()).await
+    }
+
     /// `/metrics` alone, for a listener of its own (`GET /metrics`, no
     /// token: bind it where only the scraper reaches it).
     pub fn metrics_router(&self) -> Router {

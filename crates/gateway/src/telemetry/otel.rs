@@ -175,8 +175,8 @@ impl Otel {
     /// most about `limit` for a collector that does not answer. Blocks:
     /// call it outside an async runtime's worker (after the runtime's
     /// `block_on` returned, or in `spawn_blocking`).
-    pub fn shutdown(self, limit: Duration) {
-        let Otel { tracer, meter } = self;
+    pub fn shutdown(&self, limit: Duration) {
+        let (tracer, meter) = (self.tracer.clone(), self.meter.clone());
         let done = std::thread::spawn(move || {
             if let Some(tracer) = tracer {
                 let _ = tracer.force_flush();
