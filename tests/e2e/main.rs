@@ -24,6 +24,7 @@ mod gateway_clients;
 mod gateway_context;
 mod gateway_load;
 mod gateway_stateless;
+mod gateway_telemetry;
 mod lifecycle;
 mod listing;
 mod oauth;

@@ -243,7 +243,54 @@ fn deps() -> Result<PathBuf> {
         .arg(pins.join("requirements.txt"));
         quiet(pip, "pip install")
     })?;
+    debian_packages()?;
     Ok(dir)
+}
+
+/// The Debian packages the end-to-end tests run for real, by the program
+/// each puts on `PATH`: installed with apt-get when that program is missing.
+const DEBIAN: &[(&str, &str)] = &[
+    // The gateway's metrics test: a real Prometheus scrapes `/metrics`.
+    ("prometheus", "prometheus"),
+];
+
+/// Installs the [`DEBIAN`] packages whose program is not on `PATH`.
+fn debian_packages() -> Result<()> {
+    let missing: Vec<&str> = DEBIAN
+        .iter()
+        .filter(|(program, _)| !on_path(program))
+        .map(|(_, package)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    eprintln!("xtask: installing {} with apt-get", missing.join(", "));
+    let mut update = Command::new("apt-get");
+    update.args(["update", "-q"]);
+    quiet(update, "apt-get update")?;
+    let mut install = Command::new("apt-get");
+    install
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive");
+    quiet(install, "apt-get install (run the tests as root, or install these yourself)")?;
+    eprintln!(
+        "xtask: {} installed in {:.1} s",
+        missing.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Whether `program` is an executable file in a directory of `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program))
+                .is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+        })
+    })
 }
 
 fn test(extra: &[String]) -> Result<()> {

@@ -49,6 +49,9 @@ fn main() -> ExitCode {
     init_tracing(OTEL.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // rmcp's request futures are deep: a debug build's frames need more
+        // than tokio's default 2 MiB once spans are entered around them.
+        .thread_stack_size(8 * 1024 * 1024)
         .build()
     {
         Ok(rt) => rt,

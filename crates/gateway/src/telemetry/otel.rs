@@ -160,6 +160,9 @@ impl Otel {
             tracing_opentelemetry::layer()
                 .with_tracer(tracer)
                 .with_tracked_inactivity(false)
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
                 .with_filter(targets),
         ))
     }

@@ -4,6 +4,7 @@
 //! counted in `mcp.server.operation.duration` when it ends.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -63,22 +64,22 @@ impl Traced {
     }
 
     /// Runs `work` (the request's call into the host) in the request's
-    /// span, passing the span's context on to the backends.
-    pub(crate) fn wrap<F: Future>(&self, work: F) -> impl Future<Output = F::Output> {
-        let span = self.span.clone();
-        let on = self.on;
-        async move {
-            if !on {
-                return work.await;
-            }
-            let work = work.instrument(span);
-            #[cfg(feature = "otel")]
-            let work = core_agent_mcp_transport::with_request_meta(
-                Arc::new(crate::telemetry::otel::CurrentSpan),
-                work,
-            );
-            work.await
+    /// span, passing the span's context on to the backends. Boxed: the
+    /// handler's future stays the size it was (a call's future is large).
+    pub(crate) fn wrap<'a, F>(&self, work: F) -> Pin<Box<dyn Future<Output = F::Output> + Send + 'a>>
+    where
+        F: Future + Send + 'a,
+    {
+        if !self.on {
+            return Box::pin(work);
         }
+        let work = work.instrument(self.span.clone());
+        #[cfg(feature = "otel")]
+        let work = core_agent_mcp_transport::with_request_meta(
+            Arc::new(crate::telemetry::otel::CurrentSpan),
+            work,
+        );
+        Box::pin(work)
     }
 
     /// How the request ended.
