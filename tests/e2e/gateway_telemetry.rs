@@ -13,7 +13,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use core_agent_e2e::{Background, Project, hermetic, python, py_server, root};
+use core_agent_e2e::{Background, Project, hermetic, py_server, python, root};
 use serde_json::{Value, json};
 
 use crate::demo_server;
@@ -42,7 +42,10 @@ fn get(addr: &str, path: &str, token: Option<&str>) -> (u16, String) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         unchunk(body)
     } else {
         body.to_owned()
@@ -184,7 +187,11 @@ fn prometheus_scrapes_the_gateway_metrics_and_the_probes_answer() {
     };
     assert_eq!(ready["ready"], false, "{ready}");
     assert_eq!(ready["required"], json!(["broken", "demo"]), "{ready}");
-    assert_eq!(ready["down"], json!([{"name": "broken", "status": "error"}]), "{ready}");
+    assert_eq!(
+        ready["down"],
+        json!([{"name": "broken", "status": "error"}]),
+        "{ready}"
+    );
 
     // /metrics on the gateway's listener needs the token.
     let (status, _) = get(&addr, "/metrics", None);
@@ -238,7 +245,10 @@ fn prometheus_scrapes_the_gateway_metrics_and_the_probes_answer() {
     let mut cmd = Command::new(prometheus);
     hermetic(&mut cmd)
         .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .process_group(0)
         .stdin(Stdio::null())
@@ -278,7 +288,11 @@ fn prometheus_scrapes_the_gateway_metrics_and_the_probes_answer() {
         "sum(mcp_server_operation_duration_seconds_count{mcp_method_name=\"tools/call\",gen_ai_tool_name=\"\"})",
         1.0,
     );
-    wait_for_value(&prom, "core_agent_backend_up{core_agent_server=\"demo\"}", 1.0);
+    wait_for_value(
+        &prom,
+        "core_agent_backend_up{core_agent_server=\"demo\"}",
+        1.0,
+    );
     assert_eq!(gateway.stop(), 130);
 }
 
@@ -321,7 +335,10 @@ fn otlp_traces_cross_client_gateway_and_backend_under_one_trace_id() {
         &[],
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
-            ("OTEL_EXPORTER_OTLP_HEADERS", &format!("x-otlp-key={secret}")),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                &format!("x-otlp-key={secret}"),
+            ),
             ("OTEL_SERVICE_NAME", "core-agent-e2e"),
             ("OTEL_BSP_SCHEDULE_DELAY", "200"),
         ],
@@ -346,13 +363,16 @@ fn otlp_traces_cross_client_gateway_and_backend_under_one_trace_id() {
     assert_eq!(calls[1]["isError"], true, "{}", observed.json);
     // The backend's request carried the client's trace, under the gateway's span.
     let seen: Value = serde_json::from_str(calls[0]["text"].as_str().unwrap()).unwrap();
-    let backend_parent = seen["traceparent"].as_str().unwrap_or_else(|| {
-        panic!("the backend's request had no traceparent in its _meta: {seen}")
-    });
+    let backend_parent = seen["traceparent"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the backend's request had no traceparent in its _meta: {seen}"));
     let parts: Vec<&str> = backend_parent.split('-').collect();
     assert_eq!(parts.len(), 4, "{backend_parent}");
     assert_eq!(parts[1], trace, "{backend_parent}");
-    assert_ne!(parts[2], client_span, "the gateway passed on its own span: {backend_parent}");
+    assert_ne!(
+        parts[2], client_span,
+        "the gateway passed on its own span: {backend_parent}"
+    );
     assert_eq!(seen["tracestate"], "vendor=abc", "{seen}");
 
     // SIGTERM: the gateway drains, then flushes what is queued.
@@ -370,7 +390,10 @@ fn otlp_traces_cross_client_gateway_and_backend_under_one_trace_id() {
         if names.contains(&"tools/call py_fail") && !got["metrics"].as_array().unwrap().is_empty() {
             break got;
         }
-        assert!(Instant::now() < deadline, "the receiver got: {got}\ngateway stderr:\n{stderr}");
+        assert!(
+            Instant::now() < deadline,
+            "the receiver got: {got}\ngateway stderr:\n{stderr}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     let spans = got["spans"].as_array().unwrap();
@@ -400,7 +423,8 @@ fn otlp_traces_cross_client_gateway_and_backend_under_one_trace_id() {
     // context the backend's request carried.
     let gate = named("gate", trace);
     assert!(
-        gate.iter().any(|s| s["parent_span_id"] == request_id && s["attributes"]["core_agent.gate.decision"] == "allow"),
+        gate.iter().any(|s| s["parent_span_id"] == request_id
+            && s["attributes"]["core_agent.gate.decision"] == "allow"),
         "no gate span under the request: {got}"
     );
     let backend = named("tools/call echo_meta", trace);
@@ -410,7 +434,10 @@ fn otlp_traces_cross_client_gateway_and_backend_under_one_trace_id() {
         .unwrap_or_else(|| panic!("no client span of the backend call: {got}"));
     assert_eq!(backend["parent_span_id"], request_id, "{backend}");
     assert_eq!(backend["span_id"], parts[2], "{backend}");
-    assert_eq!(backend["attributes"]["core_agent.server"], "py", "{backend}");
+    assert_eq!(
+        backend["attributes"]["core_agent.server"], "py",
+        "{backend}"
+    );
     // The failing call: its own trace, error.type tool_error.
     let failed = named("tools/call py_fail", failing_trace);
     let failed = failed
@@ -427,7 +454,10 @@ fn otlp_traces_cross_client_gateway_and_backend_under_one_trace_id() {
         .iter()
         .filter_map(|m| m["name"].as_str())
         .collect();
-    assert!(metric_names.contains(&"mcp.server.operation.duration"), "{metric_names:?}");
+    assert!(
+        metric_names.contains(&"mcp.server.operation.duration"),
+        "{metric_names:?}"
+    );
     assert!(
         got["headers"]
             .as_array()

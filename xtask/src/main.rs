@@ -274,7 +274,10 @@ fn debian_packages() -> Result<()> {
         .args(["install", "-y", "-q", "--no-install-recommends"])
         .args(&missing)
         .env("DEBIAN_FRONTEND", "noninteractive");
-    quiet(install, "apt-get install (run the tests as root, or install these yourself)")?;
+    quiet(
+        install,
+        "apt-get install (run the tests as root, or install these yourself)",
+    )?;
     eprintln!(
         "xtask: {} installed in {:.1} s",
         missing.join(", "),
@@ -287,8 +290,10 @@ fn debian_packages() -> Result<()> {
 fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(dir.join(program))
-                .is_ok_and(|m| m.is_file() && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0)
+            std::fs::metadata(dir.join(program)).is_ok_and(|m| {
+                m.is_file()
+                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            })
         })
     })
 }
@@ -827,6 +832,8 @@ fn bench_host() -> Result<()> {
 const GATEWAY_STDIO_ADDED_US: f64 = 100.0;
 /// … and over streamable HTTP, in µs.
 const GATEWAY_HTTP_ADDED_US: f64 = 500.0;
+/// What tracing (exported over OTLP) and metrics may add to a call's p50, in µs.
+const TELEMETRY_ADDED_US: f64 = 20.0;
 /// 100 HTTP sessions × 50 calls: the 99th percentile call, at most, in ms.
 const GATEWAY_LOAD_P99_MS: f64 = 50.0;
 
@@ -835,7 +842,16 @@ const GATEWAY_LOAD_P99_MS: f64 = 50.0;
 /// same server and the latency added (p50, p99), then the 100-session load.
 fn bench_gateway() -> Result<()> {
     let mut cmd = cargo();
-    cmd.args(["bench", "-p", "core-agent-gateway", "--bench", "gateway"]);
+    // `otel`: the telemetry path exports its spans and metrics over OTLP.
+    cmd.args([
+        "bench",
+        "-p",
+        "core-agent-gateway",
+        "--features",
+        "otel",
+        "--bench",
+        "gateway",
+    ]);
     run(cmd, "cargo bench")?;
     let dir = criterion_dir();
     let ns = |group: &str, bench: &str, statistic: &str| {
@@ -857,6 +873,7 @@ fn bench_gateway() -> Result<()> {
         ("stdio", "gateway, stdio"),
         ("http", "gateway, HTTP"),
         ("stateless", "gateway, sessionless"),
+        ("telemetry", "gateway, stdio, telemetry"),
     ];
     let limit = |bench: &str| match bench {
         "stdio" => Some(GATEWAY_STDIO_ADDED_US),
@@ -978,6 +995,18 @@ fn bench_gateway() -> Result<()> {
             );
         }
     }
+
+    // Tracing (spans exported over OTLP) and metrics on, beside them off:
+    // the same stdio call, in the same interleaved rounds.
+    let [_, _, off_p50, _] = row("sequential", "stdio")?;
+    let [_, _, on_p50, _] = row("sequential", "telemetry")?;
+    let added = (on_p50 - off_p50) / 1e3;
+    println!(
+        "\ntracing + metrics on vs off (gateway, stdio, sequential): p50 {:.1} vs {:.1} µs, added {added:.1} µs   target < {TELEMETRY_ADDED_US} µs {}",
+        on_p50 / 1e3,
+        off_p50 / 1e3,
+        verdict(added < TELEMETRY_ADDED_US)
+    );
 
     let [calls, total, p50, p99] = row("sessions", "http")?;
     let p99_ms = p99 / 1e6;

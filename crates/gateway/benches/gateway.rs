@@ -24,7 +24,13 @@
 //!   a session (protocol 2025-11-25);
 //! - `stateless`: the same over protocol 2026-07-28, with no session (each
 //!   request carries its metadata, and the gateway opens a host session
-//!   per request).
+//!   per request);
+//! - `telemetry`: `stdio` with tracing and metrics on: a second gateway
+//!   over the same host, with `Metrics` and a span per request, serving on
+//!   a runtime of its own whose threads (with the `otel` feature, as
+//!   `cargo xtask bench gateway` builds it) export the spans and metrics
+//!   over OTLP to a sink in this process; `stdio` beside it is the same
+//!   call with them off.
 //!
 //! The host has the digest on at its default threshold (as `core-agent
 //! serve` runs), and the gate allows `mcp:bench_*` by pattern in mode `ask`
@@ -302,6 +308,8 @@ fn calls(c: &mut Criterion) {
     let (bare_client, mut child) = rt.block_on(bare());
     let stdio = rt.block_on(stdio_client(&gateway));
     let hop = rt.block_on(hop_client());
+    let telemetry = Telemetry::start(&rt, host.clone());
+    let traced = telemetry.rt.block_on(stdio_client(&telemetry.gateway));
 
     // The HTTP listener, stopped at the end.
     let listener = rt
@@ -340,6 +348,7 @@ fn calls(c: &mut Criterion) {
     let http_peer = http.peer().clone();
     let hop_peer = hop.peer().clone();
     let stateless_peer = stateless.peer().clone();
+    let traced_peer = traced.peer().clone();
     let paths = [
         ("bare", Route::Client(&bare_peer, "divide")),
         ("host", Route::Host(&session)),
@@ -347,6 +356,7 @@ fn calls(c: &mut Criterion) {
         ("stdio", Route::Client(&stdio_peer, "bench_divide")),
         ("http", Route::Client(&http_peer, "bench_divide")),
         ("stateless", Route::Client(&stateless_peer, "bench_divide")),
+        ("telemetry", Route::Client(&traced_peer, "bench_divide")),
     ];
 
     // Every path answers, and the same way, before anything is timed.
@@ -414,6 +424,11 @@ fn calls(c: &mut Criterion) {
         std::fs::write(dir.join("gateway_interleaved.tsv"), table).unwrap();
     }
 
+    telemetry.rt.block_on(async {
+        drop(traced_peer);
+        let _ = traced.cancel().await;
+    });
+    telemetry.stop();
     rt.block_on(async {
         drop((bare_peer, stdio_peer, http_peer, hop_peer, stateless_peer));
         let _ = stateless.cancel().await;
@@ -542,4 +557,71 @@ fn criterion_home() -> PathBuf {
     }
     let exe = std::env::current_exe().unwrap();
     exe.ancestors().nth(3).unwrap().join("criterion")
+}
+
+/// The gateway with tracing and metrics on, on a runtime of its own.
+struct Telemetry {
+    rt: Runtime,
+    gateway: Gateway,
+    #[cfg(feature = "otel")]
+    otel: core_agent_gateway::Otel,
+}
+
+impl Telemetry {
+    /// With the `otel` feature: spans and metrics exported over OTLP to a
+    /// sink that answers 200 on `rt`, by a subscriber set on this runtime's
+    /// threads only (the other paths stay untraced).
+    fn start(rt: &Runtime, host: Arc<Host>) -> Telemetry {
+        let metrics = Arc::new(core_agent_gateway::Metrics::new());
+        let gateway = Gateway::new(
+            host,
+            GatewayOptions::default()
+                .with_metrics(Some(metrics.clone()))
+                .with_tracing(true),
+        );
+        let builder = || {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.enable_all();
+            b
+        };
+        #[cfg(feature = "otel")]
+        {
+            use tracing_subscriber::layer::SubscriberExt as _;
+            let listener = rt
+                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                .unwrap();
+            let sink = format!("http://{}", listener.local_addr().unwrap());
+            rt.spawn(async move {
+                let ok = axum::Router::new().fallback(|| async { http::StatusCode::OK });
+                let _ = axum::serve(listener, ok).await;
+            });
+            let otel = core_agent_gateway::Otel::to_endpoint(&sink).unwrap();
+            otel.export_metrics(&metrics);
+            let layer = otel.layer().unwrap();
+            let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+            let rt = builder()
+                .on_thread_start(move || {
+                    // Kept for the thread's life.
+                    std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+                })
+                .build()
+                .unwrap();
+            Telemetry { rt, gateway, otel }
+        }
+        #[cfg(not(feature = "otel"))]
+        {
+            let _ = rt;
+            Telemetry {
+                rt: builder().build().unwrap(),
+                gateway,
+            }
+        }
+    }
+
+    fn stop(self) {
+        #[cfg(feature = "otel")]
+        self.otel.shutdown(Duration::from_secs(5));
+        drop(self.gateway);
+        self.rt.shutdown_timeout(Duration::from_secs(1));
+    }
 }

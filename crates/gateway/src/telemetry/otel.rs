@@ -97,17 +97,35 @@ impl Otel {
         {
             return Ok(None);
         }
+        let traces = set(ENDPOINTS[0]) || set(ENDPOINTS[1]);
+        let metrics = set(ENDPOINTS[0]) || set(ENDPOINTS[2]);
+        Otel::build(None, traces, metrics).map(Some)
+    }
+
+    /// Traces and metrics to the collector at `endpoint` (its base URL:
+    /// `/v1/traces` and `/v1/metrics` are added), whatever the endpoint
+    /// variables say; the other `OTEL_*` variables still apply.
+    ///
+    /// # Errors
+    /// [`OtelError::Exporter`] when an exporter refuses its configuration.
+    pub fn to_endpoint(endpoint: &str) -> Result<Otel, OtelError> {
+        Otel::build(Some(endpoint.trim_end_matches('/')), true, true)
+    }
+
+    fn build(endpoint: Option<&str>, traces: bool, metrics: bool) -> Result<Otel, OtelError> {
         let mut resource = Resource::builder();
-        if !set("OTEL_SERVICE_NAME") {
+        if !std::env::var_os("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty()) {
             resource = resource.with_service_name("core-agent");
         }
         let resource = resource.build();
-        let tracer = if set(ENDPOINTS[0]) || set(ENDPOINTS[1]) {
-            let exporter = opentelemetry_otlp::SpanExporter::builder()
+        let tracer = if traces {
+            let mut exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
-                .with_protocol(Protocol::HttpBinary)
-                .build()
-                .map_err(|e| exporter_error("traces", &e))?;
+                .with_protocol(Protocol::HttpBinary);
+            if let Some(base) = endpoint {
+                exporter = exporter.with_endpoint(format!("{base}/v1/traces"));
+            }
+            let exporter = exporter.build().map_err(|e| exporter_error("traces", &e))?;
             Some(
                 SdkTracerProvider::builder()
                     .with_batch_exporter(exporter)
@@ -117,10 +135,14 @@ impl Otel {
         } else {
             None
         };
-        let meter = if set(ENDPOINTS[0]) || set(ENDPOINTS[2]) {
-            let exporter = opentelemetry_otlp::MetricExporter::builder()
+        let meter = if metrics {
+            let mut exporter = opentelemetry_otlp::MetricExporter::builder()
                 .with_http()
-                .with_protocol(Protocol::HttpBinary)
+                .with_protocol(Protocol::HttpBinary);
+            if let Some(base) = endpoint {
+                exporter = exporter.with_endpoint(format!("{base}/v1/metrics"));
+            }
+            let exporter = exporter
                 .build()
                 .map_err(|e| exporter_error("metrics", &e))?;
             Some(
@@ -132,7 +154,7 @@ impl Otel {
         } else {
             None
         };
-        Ok(Some(Otel { tracer, meter }))
+        Ok(Otel { tracer, meter })
     }
 
     /// Whether spans are exported.

@@ -66,7 +66,10 @@ impl Traced {
     /// Runs `work` (the request's call into the host) in the request's
     /// span, passing the span's context on to the backends. Boxed: the
     /// handler's future stays the size it was (a call's future is large).
-    pub(crate) fn wrap<'a, F>(&self, work: F) -> Pin<Box<dyn Future<Output = F::Output> + Send + 'a>>
+    pub(crate) fn wrap<'a, F>(
+        &self,
+        work: F,
+    ) -> Pin<Box<dyn Future<Output = F::Output> + Send + 'a>>
     where
         F: Future + Send + 'a,
     {
