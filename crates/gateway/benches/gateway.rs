@@ -29,8 +29,10 @@
 //!   over the same host, with `Metrics` and a span per request, serving on
 //!   a runtime of its own whose threads (with the `otel` feature, as
 //!   `cargo xtask bench gateway` builds it) export the spans and metrics
-//!   over OTLP to a sink in this process; `stdio` beside it is the same
-//!   call with them off.
+//!   over OTLP to a sink in this process;
+//! - `untraced`: the same topology with them off (a third gateway on a
+//!   runtime of its own, no subscriber): what `telemetry` is compared
+//!   with, so the hop between runtimes is not counted as telemetry.
 //!
 //! The host has the digest on at its default threshold (as `core-agent
 //! serve` runs), and the gate allows `mcp:bench_*` by pattern in mode `ask`
@@ -310,6 +312,15 @@ fn calls(c: &mut Criterion) {
     let hop = rt.block_on(hop_client());
     let telemetry = Telemetry::start(&rt, host.clone());
     let traced = telemetry.rt.block_on(stdio_client(&telemetry.gateway));
+    // The same gateway, telemetry off, on a runtime of its own too.
+    let apart = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let untraced = apart.block_on(stdio_client(&Gateway::new(
+        host.clone(),
+        GatewayOptions::default(),
+    )));
 
     // The HTTP listener, stopped at the end.
     let listener = rt
@@ -349,6 +360,7 @@ fn calls(c: &mut Criterion) {
     let hop_peer = hop.peer().clone();
     let stateless_peer = stateless.peer().clone();
     let traced_peer = traced.peer().clone();
+    let untraced_peer = untraced.peer().clone();
     let paths = [
         ("bare", Route::Client(&bare_peer, "divide")),
         ("host", Route::Host(&session)),
@@ -356,6 +368,7 @@ fn calls(c: &mut Criterion) {
         ("stdio", Route::Client(&stdio_peer, "bench_divide")),
         ("http", Route::Client(&http_peer, "bench_divide")),
         ("stateless", Route::Client(&stateless_peer, "bench_divide")),
+        ("untraced", Route::Client(&untraced_peer, "bench_divide")),
         ("telemetry", Route::Client(&traced_peer, "bench_divide")),
     ];
 
@@ -429,6 +442,11 @@ fn calls(c: &mut Criterion) {
         let _ = traced.cancel().await;
     });
     telemetry.stop();
+    apart.block_on(async {
+        drop(untraced_peer);
+        let _ = untraced.cancel().await;
+    });
+    apart.shutdown_timeout(Duration::from_secs(1));
     rt.block_on(async {
         drop((bare_peer, stdio_peer, http_peer, hop_peer, stateless_peer));
         let _ = stateless.cancel().await;

@@ -23,8 +23,9 @@ const BUCKETS: [f64; 14] = [
     0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
 
-/// The gateway's metrics. Give one to [`GatewayOptions::with_metrics`]
-/// (crate::GatewayOptions::with_metrics); the gateway then records each
+/// The gateway's metrics. Give one to
+/// [`GatewayOptions::with_metrics`](crate::GatewayOptions::with_metrics);
+/// the gateway then records each
 /// request it serves and, as an [`Observer`] of its sessions, each call it
 /// makes to a backend, each gate decision and each digest.
 /// [`Gateway::metrics_text`](crate::Gateway::metrics_text) renders them.

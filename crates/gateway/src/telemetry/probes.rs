@@ -30,8 +30,9 @@ pub struct DownServer {
 }
 
 impl Gateway {
-    /// Whether every server [`GatewayOptions::with_required_servers`]
-    /// (crate::GatewayOptions::with_required_servers) names is up.
+    /// Whether every server
+    /// [`GatewayOptions::with_required_servers`](crate::GatewayOptions::with_required_servers)
+    /// names is up.
     pub fn readiness(&self) -> Readiness {
         let host = &self.inner.host;
         let starting = host.starting();
