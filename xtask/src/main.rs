@@ -1005,7 +1005,10 @@ fn bench_gateway() -> Result<()> {
         let [_, _, on_p50, _] = row(mode, "telemetry")?;
         let added = (on_p50 - off_p50) / 1e3;
         let target = if mode == "sequential" {
-            format!("   target < {TELEMETRY_ADDED_US} µs {}", verdict(added < TELEMETRY_ADDED_US))
+            format!(
+                "   target < {TELEMETRY_ADDED_US} µs {}",
+                verdict(added < TELEMETRY_ADDED_US)
+            )
         } else {
             String::new()
         };

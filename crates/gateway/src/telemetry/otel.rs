@@ -114,7 +114,7 @@ impl Otel {
 
     fn build(endpoint: Option<&str>, traces: bool, metrics: bool) -> Result<Otel, OtelError> {
         let mut resource = Resource::builder();
-        if !std::env::var_os("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty()) {
+        if std::env::var_os("OTEL_SERVICE_NAME").is_none_or(|v| v.is_empty()) {
             resource = resource.with_service_name("core-agent");
         }
         let resource = resource.build();
