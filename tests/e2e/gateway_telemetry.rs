@@ -341,6 +341,7 @@ fn otlp_traces_cross_client_gateway_and_backend_under_one_trace_id() {
             ),
             ("OTEL_SERVICE_NAME", "core-agent-e2e"),
             ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "300"),
         ],
     );
 
@@ -454,10 +455,18 @@ fn otlp_traces_cross_client_gateway_and_backend_under_one_trace_id() {
         .iter()
         .filter_map(|m| m["name"].as_str())
         .collect();
-    assert!(
-        metric_names.contains(&"mcp.server.operation.duration"),
-        "{metric_names:?}"
-    );
+    for name in [
+        "mcp.server.operation.duration",
+        "mcp.client.operation.duration",
+        "core_agent.gate.decisions",
+        "core_agent.backend.up",
+        "core_agent.sessions.open",
+    ] {
+        assert!(
+            metric_names.contains(&name),
+            "{name} not in {metric_names:?}"
+        );
+    }
     assert!(
         got["headers"]
             .as_array()

@@ -199,7 +199,7 @@ impl Gateway {
         }
         let observer: Option<Arc<dyn core_agent_host::Observer>> =
             (!observers.is_empty()).then(|| Arc::new(telemetry::Observers(observers)) as _);
-        Gateway {
+        let gateway = Gateway {
             inner: Arc::new(Inner {
                 host,
                 options,
@@ -209,7 +209,14 @@ impl Gateway {
                 relay_key: relay::StateKey::random(),
                 observer,
             }),
+        };
+        if let Some(metrics) = &gateway.inner.options.metrics {
+            let inner = Arc::downgrade(&gateway.inner);
+            metrics.read_gauges_from(Box::new(move || {
+                inner.upgrade().map(|inner| Gateway { inner }.gauges())
+            }));
         }
+        gateway
     }
 
     /// The host it serves.

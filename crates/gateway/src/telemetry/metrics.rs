@@ -34,6 +34,8 @@ pub struct Metrics {
     series: Mutex<Series>,
     /// Tool and prompt names the host resolved: labels they may be.
     known: RwLock<HashSet<String>>,
+    /// Reads the gauges from the gateway that records here.
+    source: std::sync::OnceLock<GaugeSource>,
     #[cfg(feature = "otel")]
     otel: std::sync::OnceLock<crate::telemetry::otel::Instruments>,
 }
@@ -90,6 +92,9 @@ struct Series {
     digest: HashMap<String, Digest>,
 }
 
+/// Reads the gauges (`None` once the gateway is gone).
+pub(crate) type GaugeSource = Box<dyn Fn() -> Option<Gauges> + Send + Sync>;
+
 /// What the metrics read from the gateway when rendered.
 pub(crate) struct Gauges {
     pub(crate) sessions_open: usize,
@@ -102,6 +107,16 @@ impl Metrics {
     /// Empty metrics.
     pub fn new() -> Metrics {
         Metrics::default()
+    }
+
+    /// Where the gauges are read (the first gateway given these metrics).
+    pub(crate) fn read_gauges_from(&self, source: GaugeSource) {
+        let _ = self.source.set(source);
+    }
+
+    /// The gauges now, when a gateway records here.
+    pub(crate) fn gauges(&self) -> Option<Gauges> {
+        self.source.get().and_then(|read| read())
     }
 
     /// The label a tool or prompt name gets: itself once known, else none.

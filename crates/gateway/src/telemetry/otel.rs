@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, MeterProvider as _};
+use opentelemetry::metrics::{Counter, Histogram, MeterProvider as _, ObservableGauge};
 use opentelemetry::trace::{
     SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState, TracerProvider as _,
 };
@@ -19,6 +19,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 
+use crate::telemetry::Gauges;
 use crate::telemetry::TraceParent;
 use crate::telemetry::metrics::Metrics;
 
@@ -190,9 +191,9 @@ impl Otel {
     }
 
     /// Exports `metrics` over OTLP too, when metrics are exported.
-    pub fn export_metrics(&self, metrics: &Metrics) {
+    pub fn export_metrics(&self, metrics: &std::sync::Arc<Metrics>) {
         if let Some(meter) = &self.meter {
-            metrics.export_to(Instruments::new(meter));
+            metrics.export_to(Instruments::new(meter, std::sync::Arc::downgrade(metrics)));
         }
     }
 
@@ -280,6 +281,8 @@ impl core_agent_mcp_transport::RequestMeta for CurrentSpan {
 
 /// The metrics' OpenTelemetry instruments.
 pub(crate) struct Instruments {
+    /// The gauges' callbacks live in the meter provider; these keep them named.
+    _gauges: [ObservableGauge<u64>; 3],
     served: Histogram<f64>,
     asked: Histogram<f64>,
     gate: Counter<u64>,
@@ -288,12 +291,56 @@ pub(crate) struct Instruments {
 }
 
 impl Instruments {
-    fn new(provider: &SdkMeterProvider) -> Instruments {
+    fn new(provider: &SdkMeterProvider, metrics: std::sync::Weak<Metrics>) -> Instruments {
         let meter = provider.meter("core-agent");
+        let gauge = |name: &'static str,
+                     description: &'static str,
+                     read: fn(&Gauges) -> Vec<(u64, Option<String>)>| {
+            let metrics = metrics.clone();
+            meter
+                .u64_observable_gauge(name)
+                .with_description(description)
+                .with_callback(move |observer| {
+                    let Some(gauges) = metrics.upgrade().and_then(|m| m.gauges()) else {
+                        return;
+                    };
+                    for (value, server) in read(&gauges) {
+                        match server {
+                            Some(server) => observer
+                                .observe(value, &[KeyValue::new("core_agent.server", server)]),
+                            None => observer.observe(value, &[]),
+                        }
+                    }
+                })
+                .build()
+        };
+        let gauges = [
+            gauge(
+                "core_agent.sessions.open",
+                "MCP client sessions open now.",
+                |g| vec![(u64::try_from(g.sessions_open).unwrap_or(u64::MAX), None)],
+            ),
+            gauge(
+                "core_agent.calls.in_flight",
+                "Calls running now, over every session.",
+                |g| vec![(u64::try_from(g.calls_in_flight).unwrap_or(u64::MAX), None)],
+            ),
+            gauge(
+                "core_agent.backend.up",
+                "Whether each configured MCP server is up (1) or not (0).",
+                |g| {
+                    g.backends
+                        .iter()
+                        .map(|(server, up)| (u64::from(*up), Some(server.clone())))
+                        .collect()
+                },
+            ),
+        ];
         let bounds = vec![
             0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
         ];
         Instruments {
+            _gauges: gauges,
             served: meter
                 .f64_histogram("mcp.server.operation.duration")
                 .with_unit("s")

@@ -68,20 +68,30 @@ impl Gateway {
     /// metrics ([`GatewayOptions::with_metrics`](crate::GatewayOptions::with_metrics)).
     pub fn metrics_text(&self) -> Option<String> {
         let metrics = self.inner.options.metrics.as_ref()?;
+        Some(metrics.render(&self.gauges()))
+    }
+
+    /// The gauges the metrics read: sessions open, calls in flight, and
+    /// whether each configured server is up.
+    pub(crate) fn gauges(&self) -> crate::telemetry::Gauges {
         let host = &self.inner.host;
         let starting = host.starting();
-        let gauges = crate::telemetry::Gauges {
+        crate::telemetry::Gauges {
             sessions_open: self.inner.registry.list().iter().filter(|s| s.live).count(),
             calls_in_flight: self.inner.registry.in_flight(),
-            backends: host
-                .servers()
-                .map(|s| {
-                    let up = !starting.contains(&s.name())
-                        && s.status() == core_agent_mcp_transport::Status::Connected;
-                    (s.name().to_owned(), up)
-                })
+            // Those still starting are not among the servers yet: down.
+            backends: starting
+                .iter()
+                .map(|name| ((*name).to_owned(), false))
+                .chain(
+                    host.servers()
+                        .filter(|s| !starting.contains(&s.name()))
+                        .map(|s| {
+                            let up = s.status() == core_agent_mcp_transport::Status::Connected;
+                            (s.name().to_owned(), up)
+                        }),
+                )
                 .collect(),
-        };
-        Some(metrics.render(&gauges))
+        }
     }
 }
