@@ -115,6 +115,7 @@ impl Metrics {
     }
 
     /// The gauges now, when a gateway records here.
+    #[cfg(feature = "otel")]
     pub(crate) fn gauges(&self) -> Option<Gauges> {
         self.source.get().and_then(|read| read())
     }

@@ -279,6 +279,9 @@ impl core_agent_mcp_transport::RequestMeta for CurrentSpan {
     }
 }
 
+/// What a gauge reads: values, each with the server it is about (if any).
+type Reading = fn(&Gauges) -> Vec<(u64, Option<String>)>;
+
 /// The metrics' OpenTelemetry instruments.
 pub(crate) struct Instruments {
     /// The gauges' callbacks live in the meter provider; these keep them named.
@@ -293,9 +296,7 @@ pub(crate) struct Instruments {
 impl Instruments {
     fn new(provider: &SdkMeterProvider, metrics: std::sync::Weak<Metrics>) -> Instruments {
         let meter = provider.meter("core-agent");
-        let gauge = |name: &'static str,
-                     description: &'static str,
-                     read: fn(&Gauges) -> Vec<(u64, Option<String>)>| {
+        let gauge = |name: &'static str, description: &'static str, read: Reading| {
             let metrics = metrics.clone();
             meter
                 .u64_observable_gauge(name)
