@@ -164,8 +164,21 @@ fn prometheus_scrapes_the_gateway_metrics_and_the_probes_answer() {
         panic!("Debian's `prometheus` is not on PATH: `cargo xtask deps` installs it (apt-get, as root)")
     });
     let p = metrics_project();
-    let gateway = HttpGateway::start(&p);
+    let gateway = HttpGateway::start_with(&p, &["--metrics-addr", "127.0.0.1:0"], &[]);
     let addr = address(&gateway);
+    // `--metrics-addr`: the metrics alone, on a listener of their own, no token.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metrics_addr = loop {
+        let stderr = gateway.stderr();
+        if let Some(rest) = stderr.split("metrics at http://").nth(1) {
+            break rest.split('/').next().unwrap_or_default().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no metrics address on stderr:\n{stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
 
     // The probes: live at once; not ready while a required server is down.
     let (status, body) = get(&addr, "/health/live", None);
@@ -222,6 +235,13 @@ fn prometheus_scrapes_the_gateway_metrics_and_the_probes_answer() {
     );
     // A tool name that is in no catalog never becomes a label.
     assert!(!text.contains("no_such_tool_0123"), "{text}");
+    let (status, alone) = get(&metrics_addr, "/metrics", None);
+    assert_eq!(status, 200, "{alone}");
+    assert!(
+        alone.contains("core_agent_backend_up{core_agent_server=\"demo\"} 1"),
+        "{alone}"
+    );
+    assert_eq!(get(&metrics_addr, "/sessions", None).0, 404);
     assert!(
         text.contains("core_agent_backend_up{core_agent_server=\"demo\"} 1"),
         "{text}"
