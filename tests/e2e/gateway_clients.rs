@@ -30,7 +30,7 @@ pub(crate) const TOKEN: &str = "e2e-gateway-token-0123456789abcdef";
 const CLIENT_LIMIT: Duration = Duration::from_secs(120);
 
 #[derive(Debug, Clone, Copy)]
-enum Sdk {
+pub(crate) enum Sdk {
     TypeScript,
     Python,
 }
@@ -180,8 +180,8 @@ fn collect(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Stri
 }
 
 /// What a client scenario printed, parsed, with its stderr for the messages.
-struct Observed {
-    json: Value,
+pub(crate) struct Observed {
+    pub(crate) json: Value,
     stderr: String,
     /// The processes the client spawned that were still running 15 s after
     /// it exited (before the guard killed them).
@@ -195,7 +195,7 @@ fn run_client(p: &Project, sdk: Sdk, target: &[String], spawned: Option<String>)
     run_scenario(p, sdk, &scenario(sdk), target, spawned)
 }
 
-fn run_scenario(
+pub(crate) fn run_scenario(
     p: &Project,
     sdk: Sdk,
     scenario: &Value,
@@ -263,16 +263,15 @@ impl HttpGateway {
         HttpGateway::start_with(p, &[], &[])
     }
 
-    /// [`HttpGateway::start`] with more `serve` flags and environment.
-    pub(crate) fn start_with(p: &Project, flags: &[&str], env: &[(&str, &str)]) -> HttpGateway {
+    /// [`HttpGateway::start`] with more arguments to `serve` and more
+    /// environment variables.
+    pub(crate) fn start_with(p: &Project, args: &[&str], env: &[(&str, &str)]) -> HttpGateway {
         let agents = agents_dir(p);
-        let mut args = vec!["--agents-dir", &agents, "serve", "--http", "127.0.0.1:0"];
-        args.extend_from_slice(flags);
-        let mut cmd = p.command(&args);
+        let mut all = vec!["--agents-dir", &agents, "serve", "--http", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let mut cmd = p.command(&all);
         cmd.env("CORE_AGENT_GATEWAY_TOKEN", TOKEN);
-        for (name, value) in env {
-            cmd.env(name, value);
-        }
+        cmd.envs(env.iter().copied());
         let mut guard = Guard::spawn(cmd, None, true);
         let _stdout = collect(guard.child.stdout.take().unwrap());
         let pipe = guard.child.stderr.take().unwrap();

@@ -26,6 +26,7 @@ mod gateway_context;
 mod gateway_load;
 mod gateway_oauth;
 mod gateway_stateless;
+mod gateway_telemetry;
 mod lifecycle;
 mod listing;
 mod oauth;

@@ -245,7 +245,59 @@ fn deps() -> Result<PathBuf> {
         .arg(pins.join("requirements.txt"));
         quiet(pip, "pip install")
     })?;
+    debian_packages()?;
     Ok(dir)
+}
+
+/// The Debian packages the end-to-end tests run for real, by the program
+/// each puts on `PATH`: installed with apt-get when that program is missing.
+const DEBIAN: &[(&str, &str)] = &[
+    // The gateway's metrics test: a real Prometheus scrapes `/metrics`.
+    ("prometheus", "prometheus"),
+];
+
+/// Installs the [`DEBIAN`] packages whose program is not on `PATH`.
+fn debian_packages() -> Result<()> {
+    let missing: Vec<&str> = DEBIAN
+        .iter()
+        .filter(|(program, _)| !on_path(program))
+        .map(|(_, package)| *package)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    eprintln!("xtask: installing {} with apt-get", missing.join(", "));
+    let mut update = Command::new("apt-get");
+    update.args(["update", "-q"]);
+    quiet(update, "apt-get update")?;
+    let mut install = Command::new("apt-get");
+    install
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive");
+    quiet(
+        install,
+        "apt-get install (run the tests as root, or install these yourself)",
+    )?;
+    eprintln!(
+        "xtask: {} installed in {:.1} s",
+        missing.join(", "),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Whether `program` is an executable file in a directory of `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program)).is_ok_and(|m| {
+                m.is_file()
+                    && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+            })
+        })
+    })
 }
 
 fn test(extra: &[String]) -> Result<()> {
@@ -785,6 +837,8 @@ const GATEWAY_HTTP_ADDED_US: f64 = 500.0;
 /// A call with a validated JWT may add at most this much to one with a
 /// static token (median latency, HTTP, sequential), in µs.
 const GATEWAY_JWT_ADDED_US: f64 = 20.0;
+/// What tracing (exported over OTLP) and metrics may add to a call's p50, in µs.
+const TELEMETRY_ADDED_US: f64 = 20.0;
 /// 100 HTTP sessions × 50 calls: the 99th percentile call, at most, in ms.
 const GATEWAY_LOAD_P99_MS: f64 = 50.0;
 
@@ -793,7 +847,16 @@ const GATEWAY_LOAD_P99_MS: f64 = 50.0;
 /// same server and the latency added (p50, p99), then the 100-session load.
 fn bench_gateway() -> Result<()> {
     let mut cmd = cargo();
-    cmd.args(["bench", "-p", "core-agent-gateway", "--bench", "gateway"]);
+    // `otel`: the telemetry path exports its spans and metrics over OTLP.
+    cmd.args([
+        "bench",
+        "-p",
+        "core-agent-gateway",
+        "--features",
+        "otel",
+        "--bench",
+        "gateway",
+    ]);
     run(cmd, "cargo bench")?;
     let dir = criterion_dir();
     let ns = |group: &str, bench: &str, statistic: &str| {
@@ -816,6 +879,8 @@ fn bench_gateway() -> Result<()> {
         ("http", "gateway, HTTP"),
         ("stateless", "gateway, sessionless"),
         ("jwt", "gateway, HTTP, JWT"),
+        ("untraced", "gateway, own runtime"),
+        ("telemetry", "  + tracing, metrics"),
     ];
     let limit = |bench: &str| match bench {
         "stdio" => Some(GATEWAY_STDIO_ADDED_US),
@@ -964,6 +1029,27 @@ a call with a validated JWT (RS256) beside one with a static token, HTTP, sequen
         jwt_check / 1e3,
         (jwt_check - static_check) / 1e3
     );
+    // Tracing (spans exported over OTLP) and metrics on, beside them off:
+    // the same stdio call, each gateway on a runtime of its own, in the
+    // same interleaved rounds.
+    for (mode, label) in [("sequential", "sequential"), ("concurrent", "4 in flight")] {
+        let [_, _, off_p50, _] = row(mode, "untraced")?;
+        let [_, _, on_p50, _] = row(mode, "telemetry")?;
+        let added = (on_p50 - off_p50) / 1e3;
+        let target = if mode == "sequential" {
+            format!(
+                "   target < {TELEMETRY_ADDED_US} µs {}",
+                verdict(added < TELEMETRY_ADDED_US)
+            )
+        } else {
+            String::new()
+        };
+        println!(
+            "\ntracing + metrics on vs off (gateway, stdio, {label}): p50 {:.1} vs {:.1} µs, added {added:.1} µs{target}",
+            on_p50 / 1e3,
+            off_p50 / 1e3,
+        );
+    }
 
     let [calls, total, p50, p99] = row("sessions", "http")?;
     let p99_ms = p99 / 1e6;

@@ -247,6 +247,11 @@ pub(crate) struct ServeCommand {
     /// (HTTP only: on stdio, stdout is the MCP channel). Overrides gateway.audit's path.
     #[arg(long, value_name = "FILE")]
     pub(crate) audit_log: Option<std::path::PathBuf>,
+    /// Also serve the Prometheus metrics, GET /metrics without a token, on a
+    /// listener of their own at this address, such as 127.0.0.1:9464 (with
+    /// --http they are also at /metrics on the gateway's listener, behind the token).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_addr: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Subcommand)]

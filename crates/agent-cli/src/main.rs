@@ -33,9 +33,25 @@ fn main() -> ExitCode {
         // It runs a small runtime of its own, and nothing else.
         return commands::supervise::run(words);
     }
-    init_tracing();
+    // OpenTelemetry export, when the OTEL_EXPORTER_OTLP_* variables ask for it.
+    if matches!(cli.command, Command::Serve(_)) {
+        match core_agent_gateway::Otel::from_env() {
+            Ok(Some(otel)) => {
+                let _ = OTEL.set(otel);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("core-agent: {e}");
+                return ExitCode::from(USAGE);
+            }
+        }
+    }
+    init_tracing(OTEL.get());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // rmcp's request futures are deep: a debug build's frames need more
+        // than tokio's default 2 MiB once spans are entered around them.
+        .thread_stack_size(8 * 1024 * 1024)
         .build()
     {
         Ok(rt) => rt,
@@ -47,17 +63,34 @@ fn main() -> ExitCode {
     let code = runtime.block_on(run(cli));
     // Children were stopped by Host::shutdown; nothing is left to wait for.
     runtime.shutdown_timeout(Duration::from_millis(100));
+    // The spans and metrics still queued go to the collector (a collector
+    // that does not answer holds the exit 5 s at most).
+    if let Some(otel) = OTEL.get() {
+        otel.shutdown(Duration::from_secs(5));
+    }
     ExitCode::from(code)
 }
 
-fn init_tracing() {
+/// OpenTelemetry export of `serve`, when configured: set before the runtime
+/// starts, flushed after it stopped.
+pub(crate) static OTEL: std::sync::OnceLock<core_agent_gateway::Otel> = std::sync::OnceLock::new();
+
+/// Log lines on stderr (`CORE_AGENT_LOG`), and the spans `otel` exports.
+fn init_tracing(otel: Option<&core_agent_gateway::Otel>) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORE_AGENT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
-        .init();
+        .with_filter(filter);
+    let registry = tracing_subscriber::registry().with(log);
+    match otel.and_then(|o| o.layer()) {
+        Some(spans) => registry.with(spans).init(),
+        None => registry.init(),
+    }
 }
 
 /// One match: each command is run by its module in `commands/`.

@@ -28,7 +28,15 @@
 //! - `jwt`: the `http` path with a signed-in caller: an RS256 access token
 //!   (2048-bit key) validated on every request against the keys of an
 //!   identity provider served in this process (`gateway.oauth`), beside the
-//!   static token of `http` on the same listener.
+//!   static token of `http` on the same listener;
+//! - `telemetry`: `stdio` with tracing and metrics on: a second gateway
+//!   over the same host, with `Metrics` and a span per request, serving on
+//!   a runtime of its own whose threads (with the `otel` feature, as
+//!   `cargo xtask bench gateway` builds it) export the spans and metrics
+//!   over OTLP to a sink in this process;
+//! - `untraced`: the same topology with them off (a third gateway on a
+//!   runtime of its own, no subscriber): what `telemetry` is compared
+//!   with, so the hop between runtimes is not counted as telemetry.
 //!
 //! `gateway_auth` times the check alone: a static token
 //! ([`Auth::caller`]) and a JWT ([`ResourceServer::authenticate`]: header,
@@ -368,6 +376,17 @@ fn calls(c: &mut Criterion) {
     let (bare_client, mut child) = rt.block_on(bare());
     let stdio = rt.block_on(stdio_client(&gateway));
     let hop = rt.block_on(hop_client());
+    let telemetry = Telemetry::start(&rt, host.clone());
+    let traced = telemetry.rt.block_on(stdio_client(&telemetry.gateway));
+    // The same gateway, telemetry off, on a runtime of its own too.
+    let apart = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let untraced = apart.block_on(stdio_client(&Gateway::new(
+        host.clone(),
+        GatewayOptions::default(),
+    )));
 
     // The HTTP listener, stopped at the end.
     let listener = rt
@@ -414,6 +433,8 @@ fn calls(c: &mut Criterion) {
     let hop_peer = hop.peer().clone();
     let stateless_peer = stateless.peer().clone();
     let jwt_peer = signed_in.peer().clone();
+    let traced_peer = traced.peer().clone();
+    let untraced_peer = untraced.peer().clone();
     let paths = [
         ("bare", Route::Client(&bare_peer, "divide")),
         ("host", Route::Host(&session)),
@@ -422,6 +443,8 @@ fn calls(c: &mut Criterion) {
         ("http", Route::Client(&http_peer, "bench_divide")),
         ("stateless", Route::Client(&stateless_peer, "bench_divide")),
         ("jwt", Route::Client(&jwt_peer, "bench_divide")),
+        ("untraced", Route::Client(&untraced_peer, "bench_divide")),
+        ("telemetry", Route::Client(&traced_peer, "bench_divide")),
     ];
 
     // Every path answers, and the same way, before anything is timed.
@@ -520,6 +543,16 @@ fn calls(c: &mut Criterion) {
         std::fs::write(dir.join("gateway_interleaved.tsv"), table).unwrap();
     }
 
+    telemetry.rt.block_on(async {
+        drop(traced_peer);
+        let _ = traced.cancel().await;
+    });
+    telemetry.stop();
+    apart.block_on(async {
+        drop(untraced_peer);
+        let _ = untraced.cancel().await;
+    });
+    apart.shutdown_timeout(Duration::from_secs(1));
     rt.block_on(async {
         drop((
             bare_peer,
@@ -656,4 +689,71 @@ fn criterion_home() -> PathBuf {
     }
     let exe = std::env::current_exe().unwrap();
     exe.ancestors().nth(3).unwrap().join("criterion")
+}
+
+/// The gateway with tracing and metrics on, on a runtime of its own.
+struct Telemetry {
+    rt: Runtime,
+    gateway: Gateway,
+    #[cfg(feature = "otel")]
+    otel: core_agent_gateway::Otel,
+}
+
+impl Telemetry {
+    /// With the `otel` feature: spans and metrics exported over OTLP to a
+    /// sink that answers 200 on `rt`, by a subscriber set on this runtime's
+    /// threads only (the other paths stay untraced).
+    fn start(rt: &Runtime, host: Arc<Host>) -> Telemetry {
+        let metrics = Arc::new(core_agent_gateway::Metrics::new());
+        let gateway = Gateway::new(
+            host,
+            GatewayOptions::default()
+                .with_metrics(Some(metrics.clone()))
+                .with_tracing(true),
+        );
+        let builder = || {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.enable_all();
+            b
+        };
+        #[cfg(feature = "otel")]
+        {
+            use tracing_subscriber::layer::SubscriberExt as _;
+            let listener = rt
+                .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+                .unwrap();
+            let sink = format!("http://{}", listener.local_addr().unwrap());
+            rt.spawn(async move {
+                let ok = axum::Router::new().fallback(|| async { http::StatusCode::OK });
+                let _ = axum::serve(listener, ok).await;
+            });
+            let otel = core_agent_gateway::Otel::to_endpoint(&sink).unwrap();
+            otel.export_metrics(&metrics);
+            let layer = otel.layer().unwrap();
+            let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+            let rt = builder()
+                .on_thread_start(move || {
+                    // Kept for the thread's life.
+                    std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+                })
+                .build()
+                .unwrap();
+            Telemetry { rt, gateway, otel }
+        }
+        #[cfg(not(feature = "otel"))]
+        {
+            let _ = rt;
+            Telemetry {
+                rt: builder().build().unwrap(),
+                gateway,
+            }
+        }
+    }
+
+    fn stop(self) {
+        #[cfg(feature = "otel")]
+        self.otel.shutdown(Duration::from_secs(5));
+        drop(self.gateway);
+        self.rt.shutdown_timeout(Duration::from_secs(1));
+    }
 }

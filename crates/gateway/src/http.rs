@@ -258,6 +258,7 @@ impl Gateway {
             .route("/sessions", get(list_sessions))
             .route("/sessions/{id}/usage", get(session_usage))
             .route("/sessions/{id}/context", get(session_context))
+            .route("/metrics", get(metrics))
             .nest_service("/mcp", mcp)
             .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
             .route("/health", get(health))
@@ -266,6 +267,8 @@ impl Gateway {
                 &format!("{WELL_KNOWN}/{{*resource}}"),
                 get(resource_metadata),
             )
+            .route("/health/live", get(live))
+            .route("/health/ready", get(ready))
             .layer(axum::middleware::from_fn_with_state(state.clone(), hosts))
             .with_state(state)
     }
@@ -760,6 +763,67 @@ async fn session_context(
             .into_response()
         }
         Err(response) => *response,
+    }
+}
+
+/// `GET /metrics`: the Prometheus text exposition (404 when the gateway
+/// keeps no metrics).
+async fn metrics(State(state): State<Arc<HttpState>>) -> Response {
+    metrics_response(&state.gateway)
+}
+
+fn metrics_response(gateway: &Gateway) -> Response {
+    match gateway.metrics_text() {
+        Some(text) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            )],
+            text,
+        )
+            .into_response(),
+        None => problem(
+            StatusCode::NOT_FOUND,
+            "this gateway keeps no metrics; start it with metrics on",
+        ),
+    }
+}
+
+/// `GET /health/live`: open to all; the process answers.
+async fn live() -> Response {
+    Json(json!({"status": "live"})).into_response()
+}
+
+/// `GET /health/ready`: open to all; 200 when every required server is up,
+/// else 503 naming those that are not.
+async fn ready(State(state): State<Arc<HttpState>>) -> Response {
+    let readiness = state.gateway.readiness();
+    let status = if readiness.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(readiness)).into_response()
+}
+
+impl Gateway {
+    /// Serves [`Gateway::metrics_router`] on `listener` until the task is
+    /// dropped.
+    pub async fn serve_metrics(&self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        axum::serve(listener, self.metrics_router()).await
+    }
+
+    /// `/metrics` alone, for a listener of its own (`GET /metrics`, no
+    /// token: bind it where only the scraper reaches it).
+    pub fn metrics_router(&self) -> Router {
+        let gateway = self.clone();
+        Router::new().route(
+            "/metrics",
+            get(move || {
+                let gateway = gateway.clone();
+                async move { metrics_response(&gateway) }
+            }),
+        )
     }
 }
 

@@ -12,6 +12,7 @@ mod prompt;
 mod registry;
 mod relay;
 mod session;
+mod telemetry;
 mod tokens;
 
 use std::sync::Arc;
@@ -33,6 +34,9 @@ pub use oauth::{
     OAuthConfig, OAuthError, Rejection, ResourceServer, TrustMatch, TrustRule,
 };
 pub use registry::SessionInfo;
+pub use telemetry::{DownServer, Metrics, Readiness, TraceParent};
+#[cfg(feature = "otel")]
+pub use telemetry::{Otel, OtelError};
 pub use tokens::{DefaultToken, GatewayToken, MIN_TOKEN_LEN, TokenError, resolve_tokens};
 
 /// What every client session of the gateway gets, whatever its transport.
@@ -69,6 +73,14 @@ pub struct GatewayOptions {
     pub elicitations: Option<Arc<ElicitRouter>>,
     /// The audit trail every decision is written to (none by default).
     pub audit: Option<Arc<AuditLog>>,
+    /// Records what the gateway serves and asks its backends (`/metrics`).
+    pub metrics: Option<Arc<Metrics>>,
+    /// A `tracing` span per request served, child of the client's W3C
+    /// trace context (`_meta.traceparent`), with the host's spans under it;
+    /// with the `otel` feature, the context is passed on to the backends.
+    pub tracing: bool,
+    /// The servers `/health/ready` waits for (those marked `required`).
+    pub required: Vec<String>,
 }
 
 impl Default for GatewayOptions {
@@ -82,6 +94,9 @@ impl Default for GatewayOptions {
             parent_model: None,
             elicitations: None,
             audit: None,
+            metrics: None,
+            tracing: false,
+            required: Vec::new(),
         }
     }
 }
@@ -137,6 +152,24 @@ impl GatewayOptions {
         self.audit = audit;
         self
     }
+
+    /// Records what the gateway serves and asks its backends in `metrics`.
+    pub fn with_metrics(mut self, metrics: Option<Arc<Metrics>>) -> GatewayOptions {
+        self.metrics = metrics;
+        self
+    }
+
+    /// A span per request served, child of the client's trace context.
+    pub fn with_tracing(mut self, tracing: bool) -> GatewayOptions {
+        self.tracing = tracing;
+        self
+    }
+
+    /// The servers `/health/ready` waits for.
+    pub fn with_required_servers(mut self, servers: Vec<String>) -> GatewayOptions {
+        self.required = servers;
+        self
+    }
 }
 
 /// core-agent's catalog served as one MCP server: every client session is a
@@ -148,7 +181,6 @@ pub struct Gateway {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     host: Arc<Host>,
     options: GatewayOptions,
@@ -160,12 +192,31 @@ struct Inner {
     /// Seals the states of backends' questions relayed to 2026-07-28
     /// clients (`None`: no randomness, so they are not relayed).
     relay_key: Option<relay::StateKey>,
+    /// Told about every call of every session (the metrics, an audit trail).
+    observer: Option<Arc<dyn core_agent_host::Observer>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("host", &self.host)
+            .field("options", &self.options)
+            .field("registry", &self.registry)
+            .field("observer", &self.observer.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Gateway {
     /// A gateway over `host`.
     pub fn new(host: Arc<Host>, options: GatewayOptions) -> Gateway {
-        Gateway {
+        let mut observers: Vec<Arc<dyn core_agent_host::Observer>> = Vec::new();
+        if let Some(metrics) = &options.metrics {
+            observers.push(metrics.clone());
+        }
+        let observer: Option<Arc<dyn core_agent_host::Observer>> =
+            (!observers.is_empty()).then(|| Arc::new(telemetry::Observers(observers)) as _);
+        let gateway = Gateway {
             inner: Arc::new(Inner {
                 host,
                 options,
@@ -173,8 +224,16 @@ impl Gateway {
                 log_levels: context::LogLevels::new(),
                 next_session: std::sync::atomic::AtomicU64::new(0),
                 relay_key: relay::StateKey::random(),
+                observer,
             }),
+        };
+        if let Some(metrics) = &gateway.inner.options.metrics {
+            let inner = Arc::downgrade(&gateway.inner);
+            metrics.read_gauges_from(Box::new(move || {
+                inner.upgrade().map(|inner| Gateway { inner }.gauges())
+            }));
         }
+        gateway
     }
 
     /// The host it serves.

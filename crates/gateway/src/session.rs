@@ -26,6 +26,7 @@ use crate::Gateway;
 use crate::auth::Caller;
 use crate::prompt::{Answered, ElicitPrompter, approval_answer, approval_request};
 use crate::registry::Record;
+use crate::telemetry::Traced;
 
 /// The handler of one MCP session. Its host `Session` is opened on the first
 /// request that needs it, with the caller the request's token names (or the
@@ -141,12 +142,7 @@ impl McpSession {
                         // (the same token, or the same signed-in user; also
                         // across restarts, with --session-db).
                         .with_owner(Some(caller.owner()))
-                        .with_observer(options.audit.clone().map(|log| {
-                            Arc::new(crate::audit::SessionAudit {
-                                log,
-                                caller: caller.clone(),
-                            }) as Arc<dyn core_agent_host::Observer>
-                        })),
+                        .with_observer(self.observer_for(&caller)),
                 ),
             );
             if let Ok(mut id) = self.record_id.lock() {
@@ -167,6 +163,26 @@ impl McpSession {
             ));
         }
         Ok(live)
+    }
+}
+
+impl McpSession {
+    /// What a host session of `caller` tells its calls to: the gateway's
+    /// observers (metrics) and, with an audit trail, the trail under
+    /// `caller`.
+    fn observer_for(&self, caller: &Caller) -> Option<Arc<dyn core_agent_host::Observer>> {
+        let shared = self.gateway.inner.observer.clone();
+        let Some(log) = self.gateway.inner.options.audit.clone() else {
+            return shared;
+        };
+        let audit: Arc<dyn core_agent_host::Observer> = Arc::new(crate::audit::SessionAudit {
+            log,
+            caller: caller.clone(),
+        });
+        Some(match shared {
+            Some(shared) => Arc::new(crate::telemetry::Observers(vec![shared, audit])),
+            None => audit,
+        })
     }
 }
 
@@ -498,19 +514,22 @@ impl ServerHandler for McpSession {
         request: ReadResourceRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        let mut traced = Traced::start(&self.gateway, "resources/read", None, &cx);
         let live = self.live(&cx, None)?;
         self.wait_for_servers().await;
         let _in_flight = self.gateway.inner.registry.call_started();
         let what = format!("resources/read {}", request.uri);
         let resume = self.resume(&cx, &what, &request.input_responses, &request.request_state)?;
-        let read = live.session.read_resource(&request.uri);
+        let read = traced.wrap(live.session.read_resource(&request.uri));
         let mut result = match self.relay(&cx, &what, resume, read).await? {
             Ok(result) => result,
             Err(asked) => return Ok(asked.into()),
         };
         result.result_type.get_or_insert(ResultType::COMPLETE);
         crate::context::cache_read(&mut result);
-        Ok(result.into())
+        let response = Ok(result.into());
+        traced.finish(&response);
+        response
     }
 
     #[allow(deprecated)] // legacy subscriptions, which clients below 2026-07-28 speak
@@ -581,17 +600,20 @@ impl ServerHandler for McpSession {
         request: GetPromptRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let mut traced = Traced::start(&self.gateway, "prompts/get", Some(&request.name), &cx);
         let live = self.live(&cx, None)?;
         self.wait_for_servers().await;
         let what = format!("prompts/get {}", request.name);
         let resume = self.resume(&cx, &what, &request.input_responses, &request.request_state)?;
-        let get = live.session.get_prompt(&request.name, request.arguments);
+        let get = traced.wrap(live.session.get_prompt(&request.name, request.arguments));
         let mut result = match self.relay(&cx, &what, resume, get).await? {
             Ok(result) => result,
             Err(asked) => return Ok(asked.into()),
         };
         result.result_type.get_or_insert(ResultType::COMPLETE);
-        Ok(result.into())
+        let response = Ok(result.into());
+        traced.finish(&response);
+        response
     }
 
     async fn complete(
@@ -645,6 +667,7 @@ impl ServerHandler for McpSession {
         request: CallToolRequestParams,
         cx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let mut traced = Traced::start(&self.gateway, "tools/call", Some(&request.name), &cx);
         // The retry of a backend's question relayed to this client carries
         // the gateway's sealed state: the gate allowed the call already.
         let relayed = match (&self.gateway.inner.relay_key, &request.request_state) {
@@ -736,7 +759,7 @@ impl ServerHandler for McpSession {
             }
         };
         let outcome = tokio::select! {
-            outcome = call => outcome,
+            outcome = traced.wrap(call) => outcome,
             () = cx.ct.cancelled() => {
                 return Err(ErrorData::internal_error("the client cancelled the call", None));
             }
@@ -745,7 +768,7 @@ impl ServerHandler for McpSession {
             drop(sink);
             let _ = task.await;
         }
-        match outcome {
+        let response = match outcome {
             Ok(result) => Ok(complete(result)),
             Err(HostError::Call(core_agent_mcp_transport::Error::InputRequired {
                 mut asked,
@@ -781,7 +804,9 @@ impl ServerHandler for McpSession {
                 }
             }
             Err(e) => refusal(&e, elicits(&cx)),
-        }
+        };
+        traced.finish(&response);
+        response
     }
 
     async fn on_initialized(&self, cx: NotificationContext<RoleServer>) {

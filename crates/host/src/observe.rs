@@ -170,12 +170,24 @@ pub struct CallRecord<'a> {
     pub result_bytes: Option<usize>,
     /// Set when the digest replaced the result.
     pub digested: Option<&'a DigestedResult>,
+    /// How long its server took to answer a tool call (the backend request
+    /// alone, without the gate and the digest); `None` when no request was
+    /// sent, and for resources and prompts, whose `duration` is the request's.
+    pub backend: Option<Duration>,
 }
 
 tokio::task_local! {
     /// What the digest did to the result of the call running on this task:
     /// set by the shaping step, read when the call is reported.
     pub(crate) static DIGESTED: Cell<Option<DigestedResult>>;
+    /// How long the backend request of the call running on this task took.
+    pub(crate) static BACKEND: Cell<Option<Duration>>;
+}
+
+/// Notes how long the running call's backend request took (nothing when no
+/// call is being observed).
+pub(crate) fn note_backend(took: Duration) {
+    let _ = BACKEND.try_with(|slot| slot.set(Some(took)));
 }
 
 /// Notes that the digest replaced the running call's result (nothing when
@@ -190,5 +202,24 @@ pub(crate) fn outcome_of(result: &Result<CallToolResult, Error>) -> (Outcome, Op
         Ok(r) if r.is_error == Some(true) => (Outcome::ToolError, Some(crate::cap::json_len(r))),
         Ok(r) => (Outcome::Ok, Some(crate::cap::json_len(r))),
         Err(_) => (Outcome::Failed, None),
+    }
+}
+
+/// Marks `span` (a backend request's) as failed with `error_type`
+/// (OpenTelemetry's `error.type`).
+pub(crate) fn span_failed(span: &tracing::Span, error_type: &'static str) {
+    span.record("error.type", error_type);
+    span.record("otel.status_code", "ERROR");
+}
+
+/// The `error.type` of a backend request that failed.
+pub(crate) fn error_type(error: &core_agent_mcp_transport::Error) -> &'static str {
+    use core_agent_mcp_transport::Error as E;
+    match error {
+        E::Timeout { .. } => "timeout",
+        E::Crashed { .. } => "crashed",
+        E::NotConnected { .. } => "not_connected",
+        E::Refused { .. } => "refused",
+        _ => "_OTHER",
     }
 }

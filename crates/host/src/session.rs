@@ -10,10 +10,11 @@ use core_agent_mcp_transport::model::{CallToolResult, JsonObject};
 use core_agent_permissions::{BUILTIN, Gate, MCP, Mode, Prompter, RefuseAll, Request};
 
 use crate::host::{Host, Published};
-use crate::observe::{CallRecord, DIGESTED, Kind, Observer, Verdict, outcome_of};
+use crate::observe::{BACKEND, CallRecord, DIGESTED, Kind, Observer, Verdict, outcome_of};
 use crate::pipeline::{Route, ToolRoute, gate, resolve, shape, trust};
 use crate::tools::{self, Handler};
 use crate::{Error, Result};
+use tracing::Instrument;
 
 /// One caller's settings: its trust level, how its asks are answered, its
 /// session id.
@@ -262,7 +263,7 @@ impl Session {
         let Some(arguments) = observed else {
             return run.await;
         };
-        let (result, digested) = observing(run).await;
+        let (result, digested, backend) = observing(run).await;
         self.tell(
             &Told {
                 name,
@@ -271,6 +272,7 @@ impl Session {
                 verdict: &verdict,
                 duration: started.elapsed(),
                 digested: digested.as_ref(),
+                backend,
             },
             &result,
         );
@@ -314,6 +316,7 @@ impl Session {
             duration: told.duration,
             result_bytes,
             digested: told.digested,
+            backend: told.backend,
         });
     }
 
@@ -367,7 +370,7 @@ impl Session {
                         elapsed: started.elapsed(),
                     };
                 };
-                let (result, digested) = observing(run).await;
+                let (result, digested, backend) = observing(run).await;
                 let elapsed = started.elapsed();
                 self.tell(
                     &Told {
@@ -377,6 +380,7 @@ impl Session {
                         verdict: &verdict,
                         duration: deciding + elapsed,
                         digested: digested.as_ref(),
+                        backend,
                     },
                     &result,
                 );
@@ -482,7 +486,11 @@ impl Session {
             arguments,
             read_only,
         };
-        let (verdict, allowed) = gate(&self.gate, self.prompter.as_ref(), request).await;
+        let span = tracing::info_span!("gate", core_agent.gate.decision = tracing::field::Empty,);
+        let (verdict, allowed) = gate(&self.gate, self.prompter.as_ref(), request)
+            .instrument(span.clone())
+            .await;
+        span.record("core_agent.gate.decision", verdict.as_str());
         (verdict, allowed.map(|()| route))
     }
 
@@ -505,9 +513,28 @@ impl Session {
         } else {
             Some(self.mutation.lock().await)
         };
-        Ok(server
+        let span = tracing::info_span!(
+            "tools/call",
+            otel.name = %format_args!("tools/call {}", route.tool),
+            otel.kind = "client",
+            mcp.method.name = "tools/call",
+            gen_ai.tool.name = %route.tool,
+            core_agent.server = %route.server_name,
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let result = server
             .call_tool_with_progress(&route.tool, arguments, route.timeout, progress)
-            .await?)
+            .instrument(span.clone())
+            .await;
+        crate::observe::note_backend(started.elapsed());
+        match &result {
+            Ok(r) if r.is_error == Some(true) => crate::observe::span_failed(&span, "tool_error"),
+            Ok(_) => {}
+            Err(e) => crate::observe::span_failed(&span, crate::observe::error_type(e)),
+        }
+        Ok(result?)
     }
 
     /// Runs an admitted call and shapes its result for the caller (see [`shape`]).
@@ -549,16 +576,23 @@ pub(crate) struct Told<'a> {
     pub(crate) verdict: &'a Verdict,
     pub(crate) duration: Duration,
     pub(crate) digested: Option<&'a crate::observe::DigestedResult>,
+    pub(crate) backend: Option<Duration>,
 }
 
-/// Runs `call` with a slot for what the digest does to its result.
+/// Runs `call` with slots for what the digest does to its result and how
+/// long its backend request takes.
 pub(crate) async fn observing<T>(
     call: impl std::future::Future<Output = T>,
-) -> (T, Option<crate::observe::DigestedResult>) {
-    DIGESTED
+) -> (T, Option<crate::observe::DigestedResult>, Option<Duration>) {
+    let call = async {
+        let result = call.await;
+        (result, DIGESTED.with(std::cell::Cell::take))
+    };
+    let ((result, digested), backend) = BACKEND
         .scope(std::cell::Cell::new(None), async {
-            let result = call.await;
-            (result, DIGESTED.with(std::cell::Cell::take))
+            let done = DIGESTED.scope(std::cell::Cell::new(None), call).await;
+            (done, BACKEND.with(std::cell::Cell::take))
         })
-        .await
+        .await;
+    (result, digested, backend)
 }

@@ -548,6 +548,21 @@ mod tests {
     }
 
     #[test]
+    fn required_is_read_in_both_dialects_and_defaults_to_false() {
+        let file = parse(
+            r#"{"mcpServers":{"a":{"command":"srv","required":true},"b":{"command":"srv"},
+                "c":{"command":"srv"}},"auggy":{"servers":{"c":{"required":true}}}}"#,
+        )
+        .unwrap();
+        let required: Vec<bool> = file.servers.iter().map(|s| s.spec.required).collect();
+        assert_eq!(required, [true, false, true]);
+        let core = parse(r#"{"version":1,"servers":{"a":{"transport":"stdio","command":"srv","required":true}}}"#).unwrap();
+        assert!(core.servers[0].spec.required);
+        let err = parse(r#"{"version":1,"servers":{"a":{"transport":"stdio","command":"srv","required":"yes"}}}"#).unwrap_err();
+        assert!(err.to_string().contains("true or false"), "{err}");
+    }
+
+    #[test]
     fn an_auggy_policy_carries_read_only_tool_notes_and_agentic_never() {
         let file = parse(
             r#"{"mcpServers":{"s":{"command":"srv"},"t":{"command":"srv"}},

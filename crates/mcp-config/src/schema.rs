@@ -334,6 +334,7 @@ const CORE_SERVER: &[&str] = &[
     "cloud",
     "resources",
     "prompts",
+    "required",
     "pin",
     "limits",
 ];
@@ -353,6 +354,7 @@ const MCP_SERVER: &[&str] = &[
     "pin",
     "resources",
     "prompts",
+    "required",
     "disabled",
     "timeout",
     "transportType",
@@ -373,6 +375,7 @@ const POLICY: &[&str] = &[
     "pin",
     "resources",
     "prompts",
+    "required",
     "limits",
 ];
 
@@ -442,7 +445,7 @@ fn expected_type(dialect: Dialect, pointer: &str) -> &'static str {
             [
                 ..,
                 "read_only" | "agentic_never" | "agentic_wrap" | "agentic_wrap_llm" | "disabled"
-                | "survey" | "resources" | "prompts",
+                | "survey" | "resources" | "prompts" | "required",
             ],
         ) => "true or false",
         (Dialect::McpServers, ["mcpServers", _, "timeout"]) => {

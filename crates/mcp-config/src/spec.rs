@@ -504,6 +504,8 @@ pub struct ServerSpec {
     pub resources: bool,
     /// `prompts`: whether its prompts reach a gateway's clients (default true).
     pub prompts: bool,
+    /// `required`: a gateway is ready only while this server is up (default false).
+    pub required: bool,
 }
 
 impl ServerSpec {
@@ -523,6 +525,7 @@ impl ServerSpec {
             pin: PinMode::Warn,
             resources: true,
             prompts: true,
+            required: false,
         }
     }
 }

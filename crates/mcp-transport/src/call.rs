@@ -123,6 +123,7 @@ async fn round(
             .get_or_insert_with(Default::default)
             .set_log_level(level);
     }
+    crate::meta::extend(&mut params.meta);
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = match conn
         .peer

@@ -269,6 +269,7 @@ impl Server {
                 let mut params = params.clone();
                 params.input_responses = responses;
                 params.request_state = state;
+                crate::meta::extend(&mut params.meta);
                 let peer = conn.peer.clone();
                 async move {
                     match peer.read_resource_once(params).await? {
@@ -367,6 +368,7 @@ impl Server {
                 let mut params = params.clone();
                 params.input_responses = responses;
                 params.request_state = state;
+                crate::meta::extend(&mut params.meta);
                 let peer = conn.peer.clone();
                 async move {
                     match peer.get_prompt_once(params).await? {

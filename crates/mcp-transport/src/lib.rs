@@ -12,6 +12,7 @@ mod google;
 mod handler;
 mod listen;
 mod live;
+mod meta;
 #[cfg(feature = "oauth")]
 pub mod oauth;
 mod options;
@@ -29,6 +30,7 @@ pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor};
 pub use error::{Error, Result, StartError};
 pub use features::{Listing, Notice, NoticeSink};
 pub use handler::{Progress, ProgressSink};
+pub use meta::{RequestMeta, with_request_meta};
 pub use options::StartOptions;
 pub use relay::{Resume, relaying};
 pub use restart::RestartPolicy;

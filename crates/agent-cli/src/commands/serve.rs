@@ -40,6 +40,8 @@ struct ServeArgs {
     pub(crate) audit: Option<AuditSettings>,
     /// Where the catalog's warnings are printed, once each, as they come.
     pub(crate) warned: Arc<crate::warnings::WarningLog>,
+    /// `/metrics` on a listener of its own.
+    pub(crate) metrics_addr: Option<SocketAddr>,
 }
 
 pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
@@ -75,6 +77,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         parent_model,
         server,
         audit_log,
+        metrics_addr,
     } = command;
     // `--audit-log` names where; gateway.audit keeps its other settings.
     let audit = match (audit_log, gateway_audit) {
@@ -126,6 +129,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         .with_pricing(pricing)
         .with_parent_model(parent_model)
         .with_elicitations(Some(elicitations));
+    let gateway = telemetry(gateway, &config, http.is_some() || metrics_addr.is_some());
     let args = ServeArgs {
         http,
         no_auth,
@@ -152,6 +156,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         drain: setup.call_timeout.unwrap_or(Duration::from_secs(30)),
         audit,
         warned: warned.clone(),
+        metrics_addr,
     };
     let code = serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
     host.shutdown().await;
@@ -211,6 +216,13 @@ async fn serve(
         None => None,
     };
     let gateway = Gateway::new(host, options.with_audit(audit.clone()));
+    let _metrics = match args.metrics_addr {
+        Some(addr) => match serve_metrics(&gateway, addr).await {
+            Ok(task) => Some(AbortOnDrop(task)),
+            Err(code) => return code,
+        },
+        None => None,
+    };
     let code = serve_on(&gateway, &args, auth, oauth, stop).await;
     // Every line of the trail is on disk before the process ends.
     if let Some(audit) = audit
@@ -312,6 +324,53 @@ async fn serve_on(
         eprintln!("core-agent: serve: {e}");
     }
     code
+}
+
+/// The gateway's metrics, tracing and readiness: metrics when they are
+/// served (`--http`, `--metrics-addr`) or exported, spans when exported,
+/// and the servers marked `required`.
+fn telemetry(
+    options: GatewayOptions,
+    config: &core_agent_mcp_config::Config,
+    served: bool,
+) -> GatewayOptions {
+    let otel = crate::OTEL.get();
+    let metrics = (served || otel.is_some()).then(|| Arc::new(core_agent_gateway::Metrics::new()));
+    if let (Some(otel), Some(metrics)) = (otel, &metrics) {
+        otel.export_metrics(metrics);
+    }
+    let required = config
+        .servers
+        .iter()
+        .filter(|s| s.spec.required)
+        .map(|s| s.name.clone())
+        .collect();
+    options
+        .with_metrics(metrics)
+        .with_tracing(otel.is_some_and(core_agent_gateway::Otel::traces))
+        .with_required_servers(required)
+}
+
+/// Serves `GET /metrics` at `addr` on a task of its own.
+async fn serve_metrics(
+    gateway: &Gateway,
+    addr: SocketAddr,
+) -> Result<tokio::task::JoinHandle<()>, u8> {
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("core-agent: serve: cannot listen on {addr} for metrics: {e}");
+            return Err(FAILED);
+        }
+    };
+    let local = listener.local_addr().map_or(addr, |a| a);
+    eprintln!("core-agent: metrics at http://{local}/metrics");
+    let gateway = gateway.clone();
+    Ok(tokio::spawn(async move {
+        if let Err(e) = gateway.serve_metrics(listener).await {
+            eprintln!("core-agent: metrics listener: {e}");
+        }
+    }))
 }
 
 /// Aborts a task when dropped.

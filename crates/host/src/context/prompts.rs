@@ -160,6 +160,7 @@ impl Session {
             verdict: &verdict,
             duration: started.elapsed(),
             digested: None,
+            backend: None,
         };
         self.tell_record(
             crate::Kind::Prompt,
@@ -209,7 +210,22 @@ impl Session {
                 });
             }
         }
-        let mut result = server.get_prompt(&own, arguments).await?;
+        let span = tracing::info_span!(
+            "prompts/get",
+            otel.name = %format_args!("prompts/get {own}"),
+            otel.kind = "client",
+            mcp.method.name = "prompts/get",
+            gen_ai.prompt.name = %own,
+            core_agent.server = %server.name(),
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let got =
+            tracing::Instrument::instrument(server.get_prompt(&own, arguments), span.clone()).await;
+        if let Err(e) = &got {
+            crate::observe::span_failed(&span, crate::observe::error_type(e));
+        }
+        let mut result = got?;
         for message in &mut result.messages {
             match &mut message.content {
                 ContentBlock::Resource(embedded) => {

@@ -24,7 +24,7 @@ impl Session {
             return self.read(uri).await;
         }
         let started = std::time::Instant::now();
-        let (result, digested) = crate::session::observing(self.read(uri)).await;
+        let (result, digested, _) = crate::session::observing(self.read(uri)).await;
         let verdict = match &result {
             Err(e) => Verdict::of_refusal(e),
             Ok(_) => Verdict::Allowed { rule: None },
@@ -41,6 +41,7 @@ impl Session {
             verdict: &verdict,
             duration: started.elapsed(),
             digested: digested.as_ref(),
+            backend: None,
         };
         self.tell_record(Kind::Resource, &told, outcome, bytes, result.as_ref().err());
         result
@@ -49,7 +50,19 @@ impl Session {
     /// [`Session::read_resource`], unobserved.
     async fn read(&self, uri: &str) -> Result<ReadResourceResult> {
         let (server, own) = self.host.resource_route(self.level, uri)?;
-        let mut result = server.read_resource(own).await?;
+        let span = tracing::info_span!(
+            "resources/read",
+            otel.kind = "client",
+            mcp.method.name = "resources/read",
+            core_agent.server = %server.name(),
+            error.type = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        );
+        let read = tracing::Instrument::instrument(server.read_resource(own), span.clone()).await;
+        if let Err(e) = &read {
+            crate::observe::span_failed(&span, crate::observe::error_type(e));
+        }
+        let mut result = read?;
         for contents in &mut result.contents {
             publish_uri(&self.host, server.name(), contents);
         }

@@ -16,14 +16,17 @@ pub(crate) async fn shape(
 ) -> CallToolResult {
     let result = match digest {
         Some(digest) if route.digest => {
-            digest
-                .apply_within(
+            let span = tracing::info_span!("digest", gen_ai.tool.name = %route.tool);
+            tracing::Instrument::instrument(
+                digest.apply_within(
                     result,
                     &route.server_name,
                     &route.tool,
                     route.max_result_bytes,
-                )
-                .await
+                ),
+                span,
+            )
+            .await
         }
         _ => result,
     };

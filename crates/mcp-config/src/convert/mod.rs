@@ -313,6 +313,7 @@ fn entry(cx: &mut Cx<'_>, scope: Scope, dialect: Dialect, server: Server<'_>) ->
             .unwrap_or_default(),
         resources: key("resources").and_then(Value::as_bool).unwrap_or(true),
         prompts: key("prompts").and_then(Value::as_bool).unwrap_or(true),
+        required: key("required").and_then(Value::as_bool).unwrap_or(false),
     };
     ServerEntry {
         name: name.to_owned(),
