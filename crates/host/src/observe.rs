@@ -19,6 +19,14 @@ use crate::Error;
 pub trait Observer: Send + Sync {
     /// One call ended.
     fn observe(&self, call: &CallRecord<'_>);
+
+    /// Whether it reads [`CallRecord::arguments`] and
+    /// [`CallRecord::result_bytes`] (yes, by default). One that answers
+    /// no gets `None` in both, and the session neither copies a call's
+    /// arguments nor measures its result for it.
+    fn wants_payloads(&self) -> bool {
+        true
+    }
 }
 
 /// What was called.
@@ -156,7 +164,8 @@ pub struct CallRecord<'a> {
     pub name: &'a str,
     /// The server it went to, when it was routed to one.
     pub server: Option<&'a str>,
-    /// The arguments it was called with (a resource read has none).
+    /// The arguments it was called with (a resource read has none; `None`
+    /// too for an observer that does not want them).
     pub arguments: Option<&'a JsonObject>,
     /// What the pipeline decided.
     pub verdict: &'a Verdict,
@@ -166,7 +175,8 @@ pub struct CallRecord<'a> {
     pub error: Option<&'a Error>,
     /// From the start of its decision to its result.
     pub duration: Duration,
-    /// The size of the result the caller got, as JSON (`None` without one).
+    /// The size of the result the caller got, as JSON (`None` without one,
+    /// or for an observer that does not want it).
     pub result_bytes: Option<usize>,
     /// Set when the digest replaced the result.
     pub digested: Option<&'a DigestedResult>,
@@ -196,11 +206,16 @@ pub(crate) fn note_digest(digested: DigestedResult) {
     let _ = DIGESTED.try_with(|slot| slot.set(Some(digested)));
 }
 
-/// The outcome and result size of a call's result.
-pub(crate) fn outcome_of(result: &Result<CallToolResult, Error>) -> (Outcome, Option<usize>) {
+/// The outcome of a call's result, and its size as JSON when `measure`
+/// (measuring serializes the result).
+pub(crate) fn outcome_of(
+    result: &Result<CallToolResult, Error>,
+    measure: bool,
+) -> (Outcome, Option<usize>) {
+    let size = |r: &CallToolResult| measure.then(|| crate::cap::json_len(r));
     match result {
-        Ok(r) if r.is_error == Some(true) => (Outcome::ToolError, Some(crate::cap::json_len(r))),
-        Ok(r) => (Outcome::Ok, Some(crate::cap::json_len(r))),
+        Ok(r) if r.is_error == Some(true) => (Outcome::ToolError, size(r)),
+        Ok(r) => (Outcome::Ok, size(r)),
         Err(_) => (Outcome::Failed, None),
     }
 }

@@ -254,7 +254,7 @@ impl Session {
         self.host.wait_for(&[name]).await;
         let published = self.host.published();
         let started = Instant::now();
-        let observed = self.observer.as_ref().map(|_| arguments.clone());
+        let observed = self.copy_for_observer(&arguments);
         let (plan, verdict) = self.decide(&published, name, arguments, level).await;
         let server = plan.server().map(str::to_owned);
         // Boxed: the pipeline's future is large, and a gateway's request
@@ -268,7 +268,7 @@ impl Session {
             &Told {
                 name,
                 server: server.as_deref(),
-                arguments: Some(&arguments),
+                arguments: arguments.as_ref(),
                 verdict: &verdict,
                 duration: started.elapsed(),
                 digested: digested.as_ref(),
@@ -279,9 +279,23 @@ impl Session {
         result
     }
 
+    /// `None` without an observer; else `Some` of a copy of `arguments`
+    /// when the observer wants them (`Some(None)` when it does not).
+    fn copy_for_observer(&self, arguments: &JsonObject) -> Option<Option<JsonObject>> {
+        let observer = self.observer.as_deref()?;
+        Some(observer.wants_payloads().then(|| arguments.clone()))
+    }
+
+    /// Whether the observer reads arguments and result sizes.
+    pub(crate) fn observer_wants_payloads(&self) -> bool {
+        self.observer
+            .as_deref()
+            .is_some_and(Observer::wants_payloads)
+    }
+
     /// Tells the observer, if any, about a tool call that ended.
     fn tell(&self, told: &Told<'_>, result: &Result<CallToolResult>) {
-        let (outcome, result_bytes) = outcome_of(result);
+        let (outcome, result_bytes) = outcome_of(result, self.observer_wants_payloads());
         self.tell_record(
             Kind::Tool,
             told,
@@ -350,7 +364,7 @@ impl Session {
         let mut planned = Vec::with_capacity(calls.len());
         for CallRequest { name, arguments } in calls {
             let decided = Instant::now();
-            let observed = self.observer.as_ref().map(|_| arguments.clone());
+            let observed = self.copy_for_observer(&arguments);
             let (plan, verdict) = self.decide(&published, &name, arguments, level).await;
             let observed = observed.map(|arguments| (arguments, verdict, decided.elapsed()));
             planned.push((name, plan, observed));
@@ -376,7 +390,7 @@ impl Session {
                     &Told {
                         name: &name,
                         server: server.as_deref(),
-                        arguments: Some(&arguments),
+                        arguments: arguments.as_ref(),
                         verdict: &verdict,
                         duration: deciding + elapsed,
                         digested: digested.as_ref(),

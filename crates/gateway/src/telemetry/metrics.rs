@@ -311,6 +311,12 @@ impl Metrics {
 }
 
 impl Observer for Metrics {
+    /// Counts and durations only: the arguments are not copied for it, nor
+    /// the results measured.
+    fn wants_payloads(&self) -> bool {
+        false
+    }
+
     fn observe(&self, call: &CallRecord<'_>) {
         let resolved = !matches!(call.verdict.as_str(), "unknown");
         // A name the host resolved is a catalog's (or a host tool's): bounded.

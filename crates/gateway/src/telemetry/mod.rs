@@ -32,4 +32,8 @@ impl Observer for Observers {
             observer.observe(call);
         }
     }
+
+    fn wants_payloads(&self) -> bool {
+        self.0.iter().any(|o| o.wants_payloads())
+    }
 }

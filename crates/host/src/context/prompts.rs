@@ -139,14 +139,21 @@ impl Session {
             return self.prompt(name, arguments).await;
         }
         let started = std::time::Instant::now();
-        let observed = arguments.clone();
+        let observed = self
+            .observer_wants_payloads()
+            .then(|| arguments.clone())
+            .flatten();
         let result = self.prompt(name, arguments).await;
         let verdict = match &result {
             Err(e) => crate::observe::Verdict::of_refusal(e),
             Ok(_) => crate::observe::Verdict::Allowed { rule: None },
         };
         let (outcome, bytes) = match &result {
-            Ok(r) => (crate::Outcome::Ok, Some(crate::cap::json_len(r))),
+            Ok(r) => (
+                crate::Outcome::Ok,
+                self.observer_wants_payloads()
+                    .then(|| crate::cap::json_len(r)),
+            ),
             Err(_) => (crate::Outcome::Failed, None),
         };
         let server = match self.host.prompt_route(self.level, name).await {

@@ -30,7 +30,11 @@ impl Session {
             Ok(_) => Verdict::Allowed { rule: None },
         };
         let (outcome, bytes) = match &result {
-            Ok(r) => (Outcome::Ok, Some(crate::cap::json_len(r))),
+            Ok(r) => (
+                Outcome::Ok,
+                self.observer_wants_payloads()
+                    .then(|| crate::cap::json_len(r)),
+            ),
             Err(_) => (Outcome::Failed, None),
         };
         let server = crate::origin_of(uri).map(|(server, _)| server);

@@ -324,3 +324,42 @@ async fn an_observer_is_told_every_call_and_its_verdict() {
     assert_eq!(told[3]["outcome"], "ok");
     host.shutdown().await;
 }
+
+/// An observer that reads only counts and durations.
+#[derive(Default)]
+struct Counter(std::sync::Mutex<Vec<(Option<usize>, bool)>>);
+
+impl core_agent_host::Observer for Counter {
+    fn observe(&self, call: &core_agent_host::CallRecord<'_>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((call.result_bytes, call.arguments.is_some()));
+    }
+
+    fn wants_payloads(&self) -> bool {
+        false
+    }
+}
+
+/// An observer that wants no payloads is told of every call, without the
+/// arguments or the result's size (neither is copied or measured for it).
+#[tokio::test]
+async fn an_observer_without_payloads_gets_no_arguments_or_sizes() {
+    let counter = std::sync::Arc::new(Counter::default());
+    let host = start(vec![demo("demo")], HostOptions::default()).await;
+    let observer: std::sync::Arc<dyn core_agent_host::Observer> = counter.clone();
+    let session = host.host.session(approving().with_observer(Some(observer)));
+    session
+        .call("demo_divide", args(json!({"a": 1, "b": 2})))
+        .await
+        .unwrap();
+    session
+        .call_batch(vec![core_agent_host::CallRequest {
+            name: "demo_divide".into(),
+            arguments: args(json!({"a": 1, "b": 4})),
+        }])
+        .await;
+    assert_eq!(*counter.0.lock().unwrap(), [(None, false), (None, false)]);
+    host.shutdown().await;
+}
