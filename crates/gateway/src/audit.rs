@@ -13,7 +13,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +29,10 @@ pub const AUDIT_SCHEMA_VERSION: u64 = 1;
 
 /// Lines waiting for the writer, at most; past it, lines are dropped and counted.
 const QUEUE: usize = 16 * 1024;
+/// Bytes of lines waiting for the writer, at most (a line holds a name a
+/// client chose, and with `arguments` their values: the count alone bounds
+/// nothing); past it, lines are dropped and counted.
+const QUEUE_BYTES: usize = 64 * 1024 * 1024;
 
 /// Where the audit trail goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +107,8 @@ impl AuditSettings {
 
 /// What goes to the writer thread.
 enum Message {
-    Line(String),
+    /// A line, and the queue's byte count to take it off once written.
+    Line(String, Arc<AtomicUsize>),
     /// Write everything queued before it, then answer.
     Flush(SyncSender<()>),
 }
@@ -113,6 +118,10 @@ enum Message {
 pub struct AuditLog {
     sender: Mutex<Option<SyncSender<Message>>>,
     dropped: AtomicU64,
+    /// Bytes of the lines handed to the writer and not yet written.
+    queued: Arc<AtomicUsize>,
+    /// At most this many bytes queued ([`QUEUE_BYTES`]).
+    queue_bytes: usize,
     arguments: bool,
     /// Strings never written verbatim (the gateway's static tokens).
     secrets: Vec<String>,
@@ -153,6 +162,8 @@ impl AuditLog {
         Ok(AuditLog {
             sender: Mutex::new(Some(sender)),
             dropped: AtomicU64::new(0),
+            queued: Arc::default(),
+            queue_bytes: QUEUE_BYTES,
             arguments: settings.arguments,
             secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect(),
             writer: Mutex::new(Some(writer)),
@@ -221,7 +232,8 @@ impl AuditLog {
         sent && wait.recv_timeout(limit).is_ok()
     }
 
-    /// Lines dropped so far because the writer fell behind.
+    /// Lines dropped because the writer fell behind, since the last line
+    /// made (which carries the count as `dropped_before`).
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -248,16 +260,31 @@ impl AuditLog {
         let Some(sender) = sender.as_ref() else {
             return;
         };
-        match sender.try_send(Message::Line(text)) {
+        let size = text.len();
+        let full = self.queued.fetch_add(size, Ordering::Relaxed) + size > self.queue_bytes;
+        let sent = if full {
+            Err(TrySendError::Full(()))
+        } else {
+            sender
+                .try_send(Message::Line(text, self.queued.clone()))
+                .map_err(|e| match e {
+                    TrySendError::Full(_) => TrySendError::Full(()),
+                    TrySendError::Disconnected(_) => TrySendError::Disconnected(()),
+                })
+        };
+        if sent.is_err() {
+            self.queued.fetch_sub(size, Ordering::Relaxed);
+        }
+        match sent {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
+            Err(TrySendError::Full(())) => {
                 if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!(
                         "the audit trail's writer fell behind: lines are dropped (counted in the next line's dropped_before)"
                     );
                 }
             }
-            Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Disconnected(())) => {}
         }
     }
 }
@@ -468,7 +495,10 @@ fn write_lines(receiver: Receiver<Message>, mut sink: Sink) {
         let mut next = Some(message);
         while let Some(message) = next.take() {
             match message {
-                Message::Line(line) => report(sink.write_line(&line), &mut failing),
+                Message::Line(line, queued) => {
+                    report(sink.write_line(&line), &mut failing);
+                    queued.fetch_sub(line.len(), Ordering::Relaxed);
+                }
                 Message::Flush(done) => {
                     report(sink.flush(), &mut failing);
                     let _ = done.send(());
@@ -630,6 +660,31 @@ mod tests {
         // The newest lines are in the file, the ones before in FILE.1.
         assert!(read(&path).contains("\"line\": 11"));
         assert!(read(&numbered(&path, 1)).contains("\"line\": 08"));
+    }
+
+    #[test]
+    fn the_queue_is_bounded_in_bytes_and_the_next_line_counts_what_was_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut log =
+            AuditLog::open(&AuditSettings::new(AuditTarget::File(path.clone())), vec![]).unwrap();
+        log.queue_bytes = 4096;
+        // A line larger than the whole queue (a name a client made up) is
+        // dropped, however few lines wait.
+        log.sign_in_refused(None, 401, &"x".repeat(8192));
+        assert_eq!(log.dropped(), 1);
+        log.sign_in_refused(None, 401, "short");
+        assert!(log.flush(Duration::from_secs(5)));
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        assert_eq!(lines[0]["reason"], "short");
+        assert_eq!(lines[0]["dropped_before"], 1);
+        // Written lines leave the count: the queue takes lines again.
+        assert_eq!(log.queued.load(Ordering::Relaxed), 0);
     }
 
     #[test]
