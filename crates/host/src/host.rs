@@ -71,6 +71,10 @@ pub struct HostOptions {
     /// way: a server's tool named like one gets a suffix and a
     /// `reserved-name` warning.
     pub naming: Naming,
+    /// Where sessions keep their "always" answers and plans for another
+    /// process that continues them (a gateway's replicas); `None` keeps
+    /// them in each session only.
+    pub memory: Option<Arc<dyn crate::SessionMemory>>,
 }
 
 /// Where the survey tools look, and how much they return.
@@ -131,6 +135,14 @@ impl HostOptions {
     /// How servers are started.
     pub fn with_start(mut self, start: StartOptions) -> HostOptions {
         self.start = start;
+        self
+    }
+
+    /// Where sessions keep their "always" answers and plans, so that a
+    /// session reopened under its id (here, or by another process sharing
+    /// the memory) recalls them.
+    pub fn with_memory(mut self, memory: Option<Arc<dyn crate::SessionMemory>>) -> HostOptions {
+        self.memory = memory;
         self
     }
 
@@ -473,16 +485,30 @@ impl Host {
         let owner = options
             .owner
             .filter(|owner| self.owners().is_some_and(|owners| owners.claim(&id, owner)));
+        let memory = self.options.memory.clone();
+        let gate = RwLock::new(Gate::new(self.options.permissions.clone(), options.mode));
+        let mut plan = None;
+        if let Some(memory) = &memory {
+            let recalling = crate::pipeline::Remembering {
+                memory: memory.as_ref(),
+                session: &id,
+            };
+            if recalling.recall_into(&gate) {
+                plan = memory.recall(&id).ok().and_then(|r| r.plan);
+            }
+        }
         Session {
             host: self.clone(),
             owner,
             level: options.trust_level,
             prompter: options.prompter,
-            gate: RwLock::new(Gate::new(self.options.permissions.clone(), options.mode)),
-            plan: Mutex::new(None),
+            gate,
+            plan: Mutex::new(plan),
             mutation: tokio::sync::Mutex::new(()),
             digest,
             observer: options.observer,
+            key: id,
+            memory,
         }
     }
 

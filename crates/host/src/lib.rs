@@ -9,6 +9,7 @@ mod error;
 mod host;
 #[cfg(feature = "llm")]
 mod llm;
+mod memory;
 mod observe;
 mod owners;
 mod pin;
@@ -27,6 +28,7 @@ pub use error::{Error, Result};
 pub use host::{DigestOptions, Host, HostOptions, ServerReady, SurveyOptions};
 #[cfg(feature = "llm")]
 pub use llm::OpenAiSummarizer;
+pub use memory::{Fact, InMemory, MemoryError, Recalled, SessionMemory};
 pub use observe::{CallRecord, DigestedResult, Kind, Observer, Outcome, Verdict};
 pub use owners::Owners;
 pub use pin::Trusted;

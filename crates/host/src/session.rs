@@ -11,7 +11,7 @@ use core_agent_permissions::{BUILTIN, Gate, MCP, Mode, Prompter, RefuseAll, Requ
 
 use crate::host::{Host, Published};
 use crate::observe::{BACKEND, CallRecord, DIGESTED, Kind, Observer, Verdict, outcome_of};
-use crate::pipeline::{Route, ToolRoute, gate, resolve, shape, trust};
+use crate::pipeline::{Remembering, Route, ToolRoute, gate_remembering, resolve, shape, trust};
 use crate::tools::{self, Handler};
 use crate::{Error, Result};
 use tracing::Instrument;
@@ -169,6 +169,11 @@ pub struct Session {
     pub(crate) owner: Option<String>,
     /// Told about each call once it ended.
     pub(crate) observer: Option<Arc<dyn Observer>>,
+    /// Its id (the digest's, when the digest is on).
+    pub(crate) key: String,
+    /// Where its answers and plan are kept for another process that
+    /// continues it ([`crate::HostOptions::with_memory`]).
+    pub(crate) memory: Option<Arc<dyn crate::SessionMemory>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -216,6 +221,14 @@ impl Session {
             return false;
         };
         owners.owner(session).as_deref() == Some(owner.as_str())
+    }
+
+    /// Its memory and id, for the gate step.
+    pub(crate) fn remembering(&self) -> Option<Remembering<'_>> {
+        self.memory.as_deref().map(|memory| Remembering {
+            memory,
+            session: &self.key,
+        })
     }
 
     /// The plan recorded in this session, if any.
@@ -501,9 +514,14 @@ impl Session {
             read_only,
         };
         let span = tracing::info_span!("gate", core_agent.gate.decision = tracing::field::Empty,);
-        let (verdict, allowed) = gate(&self.gate, self.prompter.as_ref(), request)
-            .instrument(span.clone())
-            .await;
+        let (verdict, allowed) = gate_remembering(
+            &self.gate,
+            self.prompter.as_ref(),
+            request,
+            self.remembering(),
+        )
+        .instrument(span.clone())
+        .await;
         span.record("core_agent.gate.decision", verdict.as_str());
         (verdict, allowed.map(|()| route))
     }

@@ -393,9 +393,14 @@ impl crate::Session {
             arguments: &arguments,
             read_only: true,
         };
-        crate::pipeline::gate(&self.gate, self.prompter.as_ref(), request)
-            .await
-            .1
+        crate::pipeline::gate_remembering(
+            &self.gate,
+            self.prompter.as_ref(),
+            request,
+            self.remembering(),
+        )
+        .await
+        .1
     }
 }
 

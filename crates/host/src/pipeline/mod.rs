@@ -1,6 +1,6 @@
 //! The route a call takes, computed once per tool when the catalog is
 //! built, and the steps of the pipeline as plain functions:
-//! [`resolve()`], [`trust()`], [`gate()`], [`shape()`].
+//! [`resolve()`], [`trust()`], [`gate_remembering()`], [`shape()`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,9 @@ mod shape;
 mod tests;
 mod trust;
 
+#[cfg(test)]
 pub(crate) use gate::gate;
+pub(crate) use gate::{Remembering, gate_remembering};
 pub(crate) use resolve::{resolve, suggest};
 pub(crate) use shape::shape;
 pub(crate) use trust::{restricted, trust};

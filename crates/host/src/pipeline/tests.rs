@@ -568,6 +568,107 @@ async fn always_allows_the_tool_for_the_rest_of_the_session() {
     assert_eq!(prompter.asked().len(), 2);
 }
 
+#[tokio::test]
+async fn an_answer_kept_in_the_memory_reaches_a_sibling_gate_before_it_asks() {
+    use crate::memory::{Fact, InMemory, SessionMemory};
+    use crate::observe::Verdict;
+    use crate::pipeline::{Remembering, gate_remembering};
+    use core_agent_permissions::Rule;
+    let memory = InMemory::default();
+    let remembering = Some(Remembering {
+        memory: &memory,
+        session: "s1",
+    });
+    let arguments = args(json!({}));
+    // Two processes continue session s1, each with its own gate.
+    let here = gate_of(Mode::Ask, &[], &[]);
+    let there = gate_of(Mode::Ask, &[], &[]);
+    let answers_always = Script::answering(&[Answer::Always]);
+    let (verdict, allowed) = gate_remembering(
+        &here,
+        answers_always.as_ref(),
+        request("fs_write_file", &arguments),
+        remembering,
+    )
+    .await;
+    assert!(allowed.is_ok());
+    assert_eq!(
+        verdict,
+        Verdict::Asked {
+            answer: Answer::Always
+        }
+    );
+    assert_eq!(memory.recall("s1").unwrap().always, ["fs_write_file"]);
+    // The sibling is not asked: it recalls the answer first.
+    let refuses = Script::answering(&[]);
+    let (verdict, allowed) = gate_remembering(
+        &there,
+        refuses.as_ref(),
+        request("fs_write_file", &arguments),
+        remembering,
+    )
+    .await;
+    assert!(allowed.is_ok());
+    assert_eq!(
+        verdict,
+        Verdict::Allowed {
+            rule: Some(Rule::Always)
+        }
+    );
+    assert!(refuses.asked().is_empty());
+    // Another session's answers are its own.
+    let (_, allowed) = gate_remembering(
+        &gate_of(Mode::Ask, &[], &[]),
+        refuses.as_ref(),
+        request("fs_write_file", &arguments),
+        Some(Remembering {
+            memory: &memory,
+            session: "s2",
+        }),
+    )
+    .await;
+    assert!(allowed.is_err());
+    assert_eq!(refuses.asked().len(), 1);
+    // A plan recorded by one process lifts plan-first in the other.
+    memory.remember("s3", Fact::Plan("the plan")).unwrap();
+    let planless = RwLock::new(Gate::new(
+        PermissionsConfig {
+            mode: Mode::Allowlist,
+            require_plan_artifact: true,
+            ..PermissionsConfig::default()
+        },
+        None,
+    ));
+    assert!(
+        gate_remembering(
+            &planless,
+            refuses.as_ref(),
+            request("fs_write_file", &arguments),
+            None
+        )
+        .await
+        .1
+        .is_err(),
+        "plan-first refuses without a plan"
+    );
+    let (verdict, _) = gate_remembering(
+        &planless,
+        refuses.as_ref(),
+        request("fs_write_file", &arguments),
+        Some(Remembering {
+            memory: &memory,
+            session: "s3",
+        }),
+    )
+    .await;
+    assert_ne!(
+        verdict,
+        Verdict::Denied {
+            rule: Rule::PlanFirst
+        }
+    );
+}
+
 // --- resolve → trust → gate, as a session admits a call ---
 
 /// A session of a host with no servers, whose asks `prompter` answers.

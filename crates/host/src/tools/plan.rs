@@ -37,6 +37,14 @@ impl Session {
         if let Ok(mut slot) = self.plan.lock() {
             *slot = Some(plan.to_owned());
         }
+        if let Some(memory) = &self.memory
+            && let Err(e) = memory.remember(&self.key, crate::Fact::Plan(plan))
+        {
+            tracing::warn!(
+                "cannot keep session {}'s plan ({e}); another process continuing it will ask for one again",
+                self.key
+            );
+        }
         Ok(CallToolResult::success(vec![ContentBlock::text(
             "plan recorded; mutating tools may run from now on in this session",
         )]))
