@@ -218,6 +218,8 @@ struct HttpState {
     /// The MCP sessions, their caps, and the token that opened each.
     sessions: Arc<BoundedSessions>,
     throttle: Throttle,
+    /// The sessions the replicas share, with a fleet.
+    fleet: Option<Arc<crate::fleet::Sessions>>,
 }
 
 impl Gateway {
@@ -229,10 +231,19 @@ impl Gateway {
             Auth::Open(level) => Some(Caller::new("anonymous", *level)),
             Auth::Tokens(_) => None,
         };
-        let config = StreamableHttpServerConfig::default()
+        let mut config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(options.allowed_hosts.clone())
             .with_max_request_body_bytes(options.max_body_bytes)
             .with_cancellation_token(stop);
+        let fleet = self
+            .inner
+            .options
+            .fleet
+            .clone()
+            .map(|fleet| Arc::new(crate::fleet::Sessions::new(fleet, options.session_idle)));
+        if let Some(fleet) = &fleet {
+            config.session_store = Some(fleet.clone());
+        }
         let mut manager = LocalSessionManager::default();
         manager.session_config.keep_alive = Some(options.session_idle);
         let sessions = Arc::new(BoundedSessions::new(
@@ -253,6 +264,7 @@ impl Gateway {
             throttle: Throttle::new(options.auth_failures_allowed, options.auth_failure_window),
             options,
             sessions,
+            fleet,
         });
         Router::new()
             .route("/sessions", get(list_sessions))
@@ -419,9 +431,46 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         );
     }
     let posting = request.method() == http::Method::POST;
+    // A session another replica opened is continued here for its owner only.
+    let mut restoring = false;
+    if let (Some(id), Some(fleet)) = (&session, &state.fleet)
+        && state.sessions.owner(id).is_none()
+    {
+        match fleet.live(id).await {
+            Ok(Some(shared)) if shared.owner != caller.owner() => {
+                audit_refusal(
+                    &state,
+                    peer(&request),
+                    StatusCode::FORBIDDEN,
+                    &format!("`{}` used a session another caller opened", caller.name),
+                );
+                return problem(
+                    StatusCode::FORBIDDEN,
+                    "this MCP session was opened with another token; open your own session",
+                );
+            }
+            Ok(Some(_)) => restoring = true,
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!("cannot look session {id} up in the shared store: {e}");
+                let mut response = problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "this MCP session is held by another replica and the shared store cannot be reached; retry shortly",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+                return response;
+            }
+        }
+    }
+    if let (Some(id), Some(fleet)) = (&session, &state.fleet) {
+        fleet.touch(id);
+    }
     request.extensions_mut().insert(caller.clone());
-    // Only a POST without a session id can open one (`initialize`).
-    let opening = (posting && session.is_none()).then(|| Opening::new(&caller.owner()));
+    // Only a POST without a session id can open one (`initialize`); a
+    // session continued from another replica is admitted like one.
+    let opening = ((posting && session.is_none()) || restoring).then(|| Opening::new(&caller));
     let refused = opening.as_ref().map(|o| o.refused.clone());
     let mut response = match opening {
         Some(opening) => OPENING.scope(opening, next.run(request)).await,

@@ -5,6 +5,7 @@ mod auth;
 mod config;
 mod context;
 mod elicit;
+mod fleet;
 mod http;
 mod limits;
 mod oauth;
@@ -28,6 +29,7 @@ pub use audit::{AUDIT_SCHEMA_VERSION, AuditLog, AuditSettings, AuditTarget};
 pub use auth::{Auth, Caller, Token};
 pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;
+pub use fleet::{Fleet, FleetError, SharedSession};
 pub use http::{HttpOptions, LimitsError};
 pub use oauth::{
     DEFAULT_ALGORITHMS, DefaultTrust, Identity, IntrospectionConfig, MAX_AUTHORIZATION_BYTES,
@@ -81,6 +83,10 @@ pub struct GatewayOptions {
     pub tracing: bool,
     /// The servers `/health/ready` waits for (those marked `required`).
     pub required: Vec<String>,
+    /// What this gateway shares with its other replicas (their sessions
+    /// and the secret relayed states are sealed with); `None` for one
+    /// process alone.
+    pub fleet: Option<Arc<dyn Fleet>>,
 }
 
 impl Default for GatewayOptions {
@@ -97,6 +103,7 @@ impl Default for GatewayOptions {
             metrics: None,
             tracing: false,
             required: Vec::new(),
+            fleet: None,
         }
     }
 }
@@ -170,6 +177,13 @@ impl GatewayOptions {
         self.required = servers;
         self
     }
+
+    /// Shares sessions and the relayed states' secret with the other
+    /// replicas behind the same load balancer.
+    pub fn with_fleet(mut self, fleet: Option<Arc<dyn Fleet>>) -> GatewayOptions {
+        self.fleet = fleet;
+        self
+    }
 }
 
 /// core-agent's catalog served as one MCP server: every client session is a
@@ -216,6 +230,10 @@ impl Gateway {
         }
         let observer: Option<Arc<dyn core_agent_host::Observer>> =
             (!observers.is_empty()).then(|| Arc::new(telemetry::Observers(observers)) as _);
+        let relay_key = match &options.fleet {
+            Some(fleet) => Some(relay::StateKey::from_secret(fleet.secret())),
+            None => relay::StateKey::random(),
+        };
         let gateway = Gateway {
             inner: Arc::new(Inner {
                 host,
@@ -223,7 +241,7 @@ impl Gateway {
                 registry: Arc::default(),
                 log_levels: context::LogLevels::new(),
                 next_session: std::sync::atomic::AtomicU64::new(0),
-                relay_key: relay::StateKey::random(),
+                relay_key,
                 observer,
             }),
         };

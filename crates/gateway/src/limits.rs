@@ -15,7 +15,9 @@ use rmcp::transport::streamable_http_server::SessionId;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError, LocalSessionWorker,
 };
-use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionManager};
+use rmcp::transport::streamable_http_server::session::{
+    RestoreOutcome, ServerSseMessage, SessionManager,
+};
 
 tokio::task_local! {
     /// Who opens the session an `initialize` request creates: set by the
@@ -29,13 +31,16 @@ tokio::task_local! {
 #[derive(Debug, Clone)]
 pub(crate) struct Opening {
     pub(crate) owner: String,
+    /// Who opens it (what a fleet records of the session).
+    pub(crate) caller: crate::Caller,
     pub(crate) refused: Arc<OnceLock<Refusal>>,
 }
 
 impl Opening {
-    pub(crate) fn new(owner: &str) -> Opening {
+    pub(crate) fn new(caller: &crate::Caller) -> Opening {
         Opening {
-            owner: owner.to_owned(),
+            owner: caller.owner(),
+            caller: caller.clone(),
             refused: Arc::default(),
         }
     }
@@ -336,6 +341,41 @@ impl SessionManager for BoundedSessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         self.touch(id, 0);
         Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    /// A session another replica opened, continued here: admitted under the
+    /// caps like a new one, for the caller the guard checked.
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        let opening = OPENING.try_with(Opening::clone).ok();
+        let owner = opening.as_ref().map_or("anonymous", |o| o.owner.as_str());
+        let outcome = self.inner.restore_session(id.clone()).await?;
+        if !matches!(outcome, RestoreOutcome::Restored(_)) {
+            return Ok(outcome);
+        }
+        let admitted = match self.table.lock() {
+            Ok(mut table) => table.admit(id.clone(), owner, self.caps),
+            Err(_) => Ok(Vec::new()),
+        };
+        match admitted {
+            Ok(closed) => {
+                for (victim, _) in closed {
+                    self.inner.close_session(&victim).await?;
+                }
+                // Busy since `admit`, like a new session; idle once its
+                // replayed handshake is answered (`initialize_session`).
+                Ok(outcome)
+            }
+            Err(refusal) => {
+                self.inner.close_session(&id).await?;
+                if let Some(opening) = &opening {
+                    let _ = opening.refused.set(refusal);
+                }
+                Err(BoundedError::Refused(refusal))
+            }
+        }
     }
 
     async fn resume(

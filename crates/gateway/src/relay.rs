@@ -34,6 +34,11 @@ impl StateKey {
         Some(StateKey(key))
     }
 
+    /// The key every replica of a fleet shares.
+    pub(crate) fn from_secret(secret: [u8; 32]) -> StateKey {
+        StateKey(secret)
+    }
+
     /// The state the client gets for a call of `tool` (allowed by the gate)
     /// whose backend asked with `backend` as its state.
     pub(crate) fn seal(&self, tool: &str, backend: Option<&str>) -> String {

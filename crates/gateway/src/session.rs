@@ -120,7 +120,9 @@ impl McpSession {
     ) -> Result<&Live, ErrorData> {
         let caller = self.caller(cx)?;
         let live = self.live.get_or_init(|| {
-            let id = self.id.clone();
+            // An HTTP session is known by its transport id, which stays the
+            // same when another replica continues it.
+            let id = transport_session(cx).unwrap_or_else(|| self.id.clone());
             let record = self.gateway.inner.registry.open(id.clone(), &caller);
             let options = &self.gateway.inner.options;
             let prompter: Arc<dyn core_agent_permissions::Prompter> = if sessionless(cx) {
@@ -365,6 +367,16 @@ fn refusal(e: &HostError, elicits: bool) -> Result<CallToolResponse, ErrorData> 
 
 /// Whether the request comes from a client without sessions (protocol
 /// 2026-07-28 and later: no `initialize`, metadata on every request).
+/// The `Mcp-Session-Id` of an HTTP request, when it has one.
+fn transport_session(cx: &RequestContext<RoleServer>) -> Option<String> {
+    cx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_owned)
+}
+
 fn sessionless(cx: &RequestContext<RoleServer>) -> bool {
     cx.protocol_version().is_some_and(|v| !v.has_initialize())
 }

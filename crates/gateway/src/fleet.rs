@@ -1,0 +1,196 @@
+//! What the replicas of one gateway share, so that a load balancer may send
+//! any request to any of them: the MCP sessions clients opened (restored on
+//! a replica that never saw them, for their owner only) and the secret
+//! relayed states are sealed with.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use core_agent_mcp_config::TrustLevel;
+use core_agent_mcp_transport::BoxFuture;
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore, SessionStoreError,
+};
+
+/// Why a [`Fleet`] could not answer (its database is away, say).
+pub type FleetError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An MCP session as the replicas share it: who opened it and the client's
+/// `initialize`, which a replica that never saw the session replays to
+/// continue it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct SharedSession {
+    /// What owns it: the token's name, or `oauth:<issuer>#<sub>`.
+    pub owner: String,
+    /// The caller's name, as `/sessions` shows it.
+    pub caller: String,
+    /// The trust level it was opened at.
+    pub trust_level: TrustLevel,
+    /// When it was opened, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// When a replica last served it, in milliseconds since the Unix epoch
+    /// (kept to within a quarter of the idle timeout).
+    pub used_ms: u64,
+    /// The client's `initialize` parameters, as JSON.
+    pub initialize: serde_json::Value,
+}
+
+impl SharedSession {
+    /// A session `owner` opened now, with these `initialize` parameters.
+    pub fn new(
+        owner: impl Into<String>,
+        caller: impl Into<String>,
+        trust_level: TrustLevel,
+        initialize: serde_json::Value,
+    ) -> SharedSession {
+        let now = now_ms();
+        SharedSession {
+            owner: owner.into(),
+            caller: caller.into(),
+            trust_level,
+            started_ms: now,
+            used_ms: now,
+            initialize,
+        }
+    }
+}
+
+/// What the replicas of one gateway share ([`crate::GatewayOptions::with_fleet`]):
+/// a replica records each MCP session it opens, looks up a session it does
+/// not hold before answering 404, marks sessions used, and forgets one its
+/// client closed (HTTP `DELETE`). A session idle for longer than the idle
+/// timeout is not continued, whichever replica saw it last.
+///
+/// Every replica also seals the `requestState` of a backend's question
+/// relayed to a 2026-07-28 client with [`Fleet::secret`], so that the
+/// client's retry may reach another replica.
+pub trait Fleet: Send + Sync + std::fmt::Debug {
+    /// The secret relayed states are sealed with: the same for every
+    /// replica, and never shown.
+    fn secret(&self) -> [u8; 32];
+    /// Records session `id` (opened now, or continued here).
+    fn open<'a>(
+        &'a self,
+        id: &'a str,
+        session: &'a SharedSession,
+    ) -> BoxFuture<'a, Result<(), FleetError>>;
+    /// Session `id`, unless it is unknown or was closed.
+    fn find<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SharedSession>, FleetError>>;
+    /// Marks session `id` used now.
+    fn touch<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), FleetError>>;
+    /// Forgets session `id`: its client closed it.
+    fn close<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), FleetError>>;
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// rmcp's session store over a [`Fleet`]: what rmcp persists after a
+/// handshake is recorded with the caller who opened it, and a restore
+/// finds only a live session (the guard checked its owner first).
+pub(crate) struct Sessions {
+    fleet: Arc<dyn Fleet>,
+    idle: Duration,
+    /// When each session was last marked used from here.
+    touched: Mutex<HashMap<String, Instant>>,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("fleet", &self.fleet)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sessions {
+    pub(crate) fn new(fleet: Arc<dyn Fleet>, idle: Duration) -> Sessions {
+        Sessions {
+            fleet,
+            idle,
+            touched: Mutex::default(),
+        }
+    }
+
+    /// Session `id` when it is live: known, and used within the idle timeout.
+    pub(crate) async fn live(&self, id: &str) -> Result<Option<SharedSession>, FleetError> {
+        let found = self.fleet.find(id).await?;
+        let idle = u64::try_from(self.idle.as_millis()).unwrap_or(u64::MAX);
+        Ok(found.filter(|s| now_ms().saturating_sub(s.used_ms) <= idle))
+    }
+
+    /// Marks `id` used, at most once per quarter of the idle timeout from
+    /// this replica, off the request's path.
+    pub(crate) fn touch(&self, id: &str) {
+        let now = Instant::now();
+        let every = (self.idle / 4).max(Duration::from_secs(1));
+        {
+            let mut touched = self.touched.lock().unwrap_or_else(PoisonError::into_inner);
+            if touched
+                .get(id)
+                .is_some_and(|at| now.duration_since(*at) < every)
+            {
+                return;
+            }
+            // Bounded: entries older than the idle timeout go first.
+            if touched.len() >= 4096 {
+                let idle = self.idle;
+                touched.retain(|_, at| now.duration_since(*at) < idle);
+            }
+            touched.insert(id.to_owned(), now);
+        }
+        let fleet = self.fleet.clone();
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            if let Err(e) = fleet.touch(&id).await {
+                tracing::warn!("cannot mark session {id} used in the shared store: {e}");
+            }
+        });
+    }
+
+    /// Forgets `id` everywhere (its client closed it).
+    pub(crate) async fn close(&self, id: &str) {
+        if let Ok(mut touched) = self.touched.lock() {
+            touched.remove(id);
+        }
+        if let Err(e) = self.fleet.close(id).await {
+            tracing::warn!("cannot forget session {id} in the shared store: {e}");
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Sessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some(shared) = self.live(session_id).await? else {
+            return Ok(None);
+        };
+        let params = serde_json::from_value(shared.initialize)?;
+        Ok(Some(SessionState::new(params)))
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        // Called inside the `initialize` request, where the guard said who opens it.
+        let Ok(opening) = crate::limits::OPENING.try_with(Clone::clone) else {
+            return Ok(());
+        };
+        let caller = &opening.caller;
+        let session = SharedSession::new(
+            caller.owner(),
+            caller.name.clone(),
+            caller.trust_level,
+            serde_json::to_value(&state.initialize_params)?,
+        );
+        self.fleet.open(session_id, &session).await
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        self.close(session_id).await;
+        Ok(())
+    }
+}
