@@ -1,0 +1,197 @@
+//! The fleet's state on a real PostgreSQL (a throwaway cluster per test).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use core_agent_digest::{DigestEvent, Entry, Error as DigestError, Method, RawRecord, Store};
+use core_agent_e2e::Postgres as Cluster;
+use core_agent_fleet::{Error, Options, Postgres, SCHEMA_VERSION};
+use core_agent_gateway::{Fleet, SharedSession};
+use core_agent_host::{Fact, SessionMemory};
+use core_agent_mcp_config::TrustLevel;
+
+fn record(call_id: &str, session: &str, payload: String) -> RawRecord {
+    RawRecord {
+        call_id: call_id.to_owned(),
+        session_id: session.to_owned(),
+        server: "demo".to_owned(),
+        tool: "list".to_owned(),
+        created_ms: 7,
+        payload,
+    }
+}
+
+async fn connect(cluster: &Cluster) -> Postgres {
+    Postgres::connect(&cluster.url(), Options::default())
+        .await
+        .expect("connects")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payloads_owners_and_telemetry_round_trip_in_chunks() {
+    let cluster = Cluster::new();
+    let db = connect(&cluster).await;
+    // Three chunks and a bit, with multi-byte characters across the chunk edges.
+    let payload: String = "aé€😀".repeat(300_000);
+    db.put(record("c1", "s1", payload.clone())).unwrap();
+    let back = db.get("c1").unwrap().expect("stored");
+    assert_eq!(back.payload.len(), payload.len());
+    assert!(back.payload == payload);
+    assert_eq!(back.session_id, "s1");
+    assert_eq!(back.created_ms, 7);
+    assert!(db.get("missing").unwrap().is_none());
+    // Nothing is replaced.
+    let again = db.put(record("c1", "s1", "other".into()));
+    assert!(matches!(again, Err(DigestError::Duplicate { call_id }) if call_id == "c1"));
+    assert!(db.get("c1").unwrap().unwrap().payload == payload);
+    // The first owner stands.
+    db.append(Entry::Owner { session: "s1", owner: "alice" }).unwrap();
+    db.append(Entry::Owner { session: "s1", owner: "bob" }).unwrap();
+    assert_eq!(db.session_record("s1").unwrap().unwrap().owner.as_deref(), Some("alice"));
+    // Telemetry adds up, per session, in order.
+    db.record("s1", &DigestEvent::new(Method::StructuralJson, 9000, 900)).unwrap();
+    db.record("s2", &DigestEvent::new(Method::StructuralJson, 5000, 1000)).unwrap();
+    db.record("s1", &DigestEvent::new(Method::StructuralJson, 1000, 100)).unwrap();
+    assert_eq!(db.usage("s1").unwrap().digest_methods.bytes_saved["structural_json"], 9000);
+    assert_eq!(db.sessions().unwrap(), ["s1", "s2"]);
+    let records = db.session_records().unwrap();
+    assert_eq!(records.len(), 2);
+    assert_eq!(records[0].owner.as_deref(), Some("alice"));
+    assert!(db.may_hold_payloads("s1").unwrap());
+    assert!(!db.may_hold_payloads("s2").unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_payloads_answers_plans_sessions_and_the_secret() {
+    let cluster = Cluster::new();
+    let one = connect(&cluster).await;
+    let two = connect(&cluster).await;
+    assert_eq!(one.secret(), two.secret(), "one secret for the fleet");
+    assert_ne!(one.secret(), [0u8; 32]);
+    one.put(record("c1", "s1", "[1, 2, 3]".into())).unwrap();
+    assert_eq!(two.get("c1").unwrap().unwrap().payload, "[1, 2, 3]");
+    one.remember("s1", Fact::Always("git_commit")).unwrap();
+    one.remember("s1", Fact::Plan("first")).unwrap();
+    two.remember("s1", Fact::Plan("second")).unwrap();
+    let recalled = two.recall("s1").unwrap();
+    assert_eq!(recalled.always, ["git_commit"]);
+    assert_eq!(recalled.plan.as_deref(), Some("second"));
+    assert!(one.recall("s2").unwrap().always.is_empty());
+    let session = SharedSession::new(
+        "oauth:issuer#alice",
+        "alice@example.com",
+        TrustLevel::User,
+        serde_json::json!({"protocolVersion": "2025-11-25"}),
+    );
+    one.open("m1", &session).await.unwrap();
+    let found = two.find("m1").await.unwrap().expect("shared");
+    assert_eq!(found, session);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    two.touch("m1").await.unwrap();
+    assert!(one.find("m1").await.unwrap().unwrap().used_ms > session.used_ms);
+    two.close("m1").await.unwrap();
+    assert!(one.find("m1").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrations_run_twice_and_concurrently_without_harm() {
+    let cluster = Cluster::new();
+    let url = cluster.url();
+    let starts = (0..6).map(|_| {
+        let url = url.clone();
+        tokio::spawn(async move { Postgres::connect(&url, Options::default()).await })
+    });
+    let mut secrets = Vec::new();
+    for start in starts {
+        let db = start.await.unwrap().expect("every replica starts");
+        secrets.push(db.secret());
+        assert_eq!(db.schema_version().await.unwrap(), SCHEMA_VERSION);
+    }
+    secrets.dedup();
+    assert_eq!(secrets.len(), 1);
+    let versions = cluster.psql("SELECT count(*) FROM core_agent_schema");
+    assert_eq!(versions.trim(), SCHEMA_VERSION.to_string());
+    // And once more, on a migrated database.
+    connect(&cluster).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_from_a_newer_release_is_refused_and_left_alone() {
+    let cluster = Cluster::new();
+    connect(&cluster).await;
+    let newer = SCHEMA_VERSION + 1;
+    cluster.psql(&format!(
+        "INSERT INTO core_agent_schema VALUES ({newer}, 0, 'core-agent 9.9.9')"
+    ));
+    let before = cluster.psql("SELECT count(*) FROM fleet_secrets");
+    let err = Postgres::connect(&cluster.url(), Options::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NewerSchema { found, known, .. } if found == newer && known == SCHEMA_VERSION));
+    let text = err.to_string();
+    assert!(text.contains(&format!("schema version {newer}")), "{text}");
+    assert!(text.contains("upgrade core-agent"), "{text}");
+    assert_eq!(cluster.psql("SELECT count(*) FROM fleet_secrets"), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_is_named_without_its_password() {
+    let port = core_agent_e2e::ReservedPort::new();
+    let url = format!("postgres://core:s3cret@127.0.0.1:{}/core", port.port());
+    let err = Postgres::connect(&url, Options::default().with_timeout(Duration::from_secs(2)))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Unreachable { .. }), "{text}");
+    assert!(text.contains(&format!("postgres://core:***@127.0.0.1:{}/core", port.port())), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+    let err = Postgres::connect("mysql://x", Options::default()).await.unwrap_err();
+    assert!(matches!(err, Error::BadUrl { .. }), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_that_goes_away_and_comes_back_is_survived() {
+    let mut cluster = Cluster::new();
+    let db = Arc::new(
+        Postgres::connect(
+            &cluster.url(),
+            Options::default().with_timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap(),
+    );
+    db.put(record("c1", "s1", "before".into())).unwrap();
+    cluster.stop();
+    let err = db.get("c1").unwrap_err().to_string();
+    assert!(err.contains("127.0.0.1"), "{err}");
+    assert!(db.remember("s1", Fact::Always("x")).is_err());
+    cluster.start();
+    // The pool drops the dead connections and opens new ones.
+    let mut back = None;
+    for _ in 0..20 {
+        if let Ok(found) = db.get("c1") {
+            back = found;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(back.expect("read again").payload, "before");
+    db.put(record("c2", "s1", "after".into())).unwrap();
+    assert_eq!(db.get("c2").unwrap().unwrap().payload, "after");
+}
+
+#[test]
+fn the_synchronous_traits_work_outside_any_runtime_and_on_a_current_thread_one() {
+    let cluster = Cluster::new();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let db = runtime.block_on(connect(&cluster));
+    db.put(record("c1", "s1", "x".into())).unwrap();
+    runtime.block_on(async {
+        // Inside a current-thread runtime the call blocks it, and still ends.
+        assert_eq!(db.get("c1").unwrap().unwrap().payload, "x");
+    });
+    assert_eq!(db.get("c1").unwrap().unwrap().payload, "x");
+}
