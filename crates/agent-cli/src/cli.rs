@@ -252,6 +252,16 @@ pub(crate) struct ServeCommand {
     /// --http they are also at /metrics on the gateway's listener, behind the token).
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
+    /// Share state with the other replicas in this PostgreSQL database
+    /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE): raw payloads,
+    /// digest ledgers, sessions, "always" answers, plans. Overrides gateway.store.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "CORE_AGENT_STORE",
+        hide_env_values = true
+    )]
+    pub(crate) store: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

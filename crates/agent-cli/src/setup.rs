@@ -109,6 +109,8 @@ pub(crate) struct Launch {
     /// `gateway.audit`, when set.
     pub(crate) gateway_audit: Option<AuditSettings>,
     pub(crate) gateway_oauth: Option<OAuthConfig>,
+    /// `gateway.store`, as written.
+    pub(crate) gateway_store: Option<String>,
     pub(crate) warned: Arc<WarningLog>,
     pub(crate) stop: StopSignals,
 }
@@ -139,6 +141,7 @@ impl Launch {
             limits: gateway_limits,
             audit: gateway_audit,
             oauth: gateway_oauth,
+            store: gateway_store,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
@@ -192,6 +195,7 @@ impl Launch {
             gateway_limits,
             gateway_audit,
             gateway_oauth,
+            gateway_store,
             warned,
             stop,
         })

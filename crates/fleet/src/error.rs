@@ -6,7 +6,9 @@
 #[non_exhaustive]
 pub enum Error {
     /// The URL is not a PostgreSQL connection string.
-    #[error("{url} is not a PostgreSQL URL ({message}); write postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE")]
+    #[error(
+        "{url} is not a PostgreSQL URL ({message}); write postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+    )]
     BadUrl {
         /// The URL, without its password.
         url: String,

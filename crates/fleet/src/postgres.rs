@@ -91,11 +91,10 @@ impl Postgres {
     /// refused, and nothing is written to it.
     pub async fn connect(url: &str, options: Options) -> Result<Postgres> {
         let shown = redact(url);
-        let mut config =
-            tokio_postgres::Config::from_str(url).map_err(|e| Error::BadUrl {
-                url: shown.clone(),
-                message: e.to_string(),
-            })?;
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| Error::BadUrl {
+            url: shown.clone(),
+            message: e.to_string(),
+        })?;
         config.connect_timeout(options.timeout);
         if config.get_application_name().is_none() {
             config.application_name("core-agent");
@@ -197,9 +196,7 @@ impl Postgres {
 }
 
 /// Starts the thread the pool's connections run on.
-fn worker(
-    url: &str,
-) -> Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>)> {
+fn worker(url: &str) -> Result<(tokio::runtime::Handle, tokio::sync::oneshot::Sender<()>)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -284,7 +281,10 @@ async fn apply(client: &mut deadpool_postgres::Object, url: &str) -> Result<()> 
         .await
         .map_err(|e| query(url, e))?;
     let found: i32 = client
-        .query_one("SELECT coalesce(max(version), 0) FROM core_agent_schema", &[])
+        .query_one(
+            "SELECT coalesce(max(version), 0) FROM core_agent_schema",
+            &[],
+        )
         .await
         .map_err(|e| query(url, e))?
         .get(0);

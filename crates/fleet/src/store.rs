@@ -125,7 +125,10 @@ impl Postgres {
                 .iter()
                 .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
                 .collect();
-            client.execute(sql, &params).await.map_err(|e| query(&url, e))
+            client
+                .execute(sql, &params)
+                .await
+                .map_err(|e| query(&url, e))
         })
         .await
     }
@@ -177,7 +180,9 @@ impl Postgres {
         )?;
         let mut usage: Option<Usage> = None;
         for row in rows {
-            usage.get_or_insert_default().record(&event(&self.inner.url, &row)?);
+            usage
+                .get_or_insert_default()
+                .record(&event(&self.inner.url, &row)?);
         }
         Ok(usage)
     }
@@ -206,11 +211,10 @@ impl Store for Postgres {
                 }
             }
             Entry::Event { session, event } => {
-                let json = serde_json::to_string(event).map_err(|e| {
-                    core_agent_digest::Error::Store {
+                let json =
+                    serde_json::to_string(event).map_err(|e| core_agent_digest::Error::Store {
                         message: e.to_string(),
-                    }
-                })?;
+                    })?;
                 self.execute_blocking(
                     "INSERT INTO digest_events (session_id, event) VALUES ($1, $2)",
                     vec![Box::new(session.to_owned()), Box::new(json)],

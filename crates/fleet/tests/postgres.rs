@@ -45,14 +45,31 @@ async fn payloads_owners_and_telemetry_round_trip_in_chunks() {
     assert!(matches!(again, Err(DigestError::Duplicate { call_id }) if call_id == "c1"));
     assert!(db.get("c1").unwrap().unwrap().payload == payload);
     // The first owner stands.
-    db.append(Entry::Owner { session: "s1", owner: "alice" }).unwrap();
-    db.append(Entry::Owner { session: "s1", owner: "bob" }).unwrap();
-    assert_eq!(db.session_record("s1").unwrap().unwrap().owner.as_deref(), Some("alice"));
+    db.append(Entry::Owner {
+        session: "s1",
+        owner: "alice",
+    })
+    .unwrap();
+    db.append(Entry::Owner {
+        session: "s1",
+        owner: "bob",
+    })
+    .unwrap();
+    assert_eq!(
+        db.session_record("s1").unwrap().unwrap().owner.as_deref(),
+        Some("alice")
+    );
     // Telemetry adds up, per session, in order.
-    db.record("s1", &DigestEvent::new(Method::StructuralJson, 9000, 900)).unwrap();
-    db.record("s2", &DigestEvent::new(Method::StructuralJson, 5000, 1000)).unwrap();
-    db.record("s1", &DigestEvent::new(Method::StructuralJson, 1000, 100)).unwrap();
-    assert_eq!(db.usage("s1").unwrap().digest_methods.bytes_saved["structural_json"], 9000);
+    db.record("s1", &DigestEvent::new(Method::StructuralJson, 9000, 900))
+        .unwrap();
+    db.record("s2", &DigestEvent::new(Method::StructuralJson, 5000, 1000))
+        .unwrap();
+    db.record("s1", &DigestEvent::new(Method::StructuralJson, 1000, 100))
+        .unwrap();
+    assert_eq!(
+        db.usage("s1").unwrap().digest_methods.bytes_saved["structural_json"],
+        9000
+    );
     assert_eq!(db.sessions().unwrap(), ["s1", "s2"]);
     let records = db.session_records().unwrap();
     assert_eq!(records.len(), 2);
@@ -127,7 +144,9 @@ async fn a_database_from_a_newer_release_is_refused_and_left_alone() {
     let err = Postgres::connect(&cluster.url(), Options::default())
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::NewerSchema { found, known, .. } if found == newer && known == SCHEMA_VERSION));
+    assert!(
+        matches!(err, Error::NewerSchema { found, known, .. } if found == newer && known == SCHEMA_VERSION)
+    );
     let text = err.to_string();
     assert!(text.contains(&format!("schema version {newer}")), "{text}");
     assert!(text.contains("upgrade core-agent"), "{text}");
@@ -138,14 +157,25 @@ async fn a_database_from_a_newer_release_is_refused_and_left_alone() {
 async fn an_unreachable_database_is_named_without_its_password() {
     let port = core_agent_e2e::ReservedPort::new();
     let url = format!("postgres://core:s3cret@127.0.0.1:{}/core", port.port());
-    let err = Postgres::connect(&url, Options::default().with_timeout(Duration::from_secs(2)))
-        .await
-        .unwrap_err();
+    let err = Postgres::connect(
+        &url,
+        Options::default().with_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, Error::Unreachable { .. }), "{text}");
-    assert!(text.contains(&format!("postgres://core:***@127.0.0.1:{}/core", port.port())), "{text}");
+    assert!(
+        text.contains(&format!(
+            "postgres://core:***@127.0.0.1:{}/core",
+            port.port()
+        )),
+        "{text}"
+    );
     assert!(!text.contains("s3cret"), "{text}");
-    let err = Postgres::connect("mysql://x", Options::default()).await.unwrap_err();
+    let err = Postgres::connect("mysql://x", Options::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::BadUrl { .. }), "{err}");
 }
 

@@ -33,6 +33,10 @@ pub struct GatewayConfig {
     /// `gateway.audit`: where the audit trail is written (none when unset);
     /// the project file's wins.
     pub audit: Option<AuditSettings>,
+    /// `gateway.store`: the PostgreSQL database replicas share, as written
+    /// (`${NAME}` placeholders unexpanded, so a password can stay in the
+    /// environment); the project file's wins.
+    pub store: Option<String>,
 }
 
 /// How many MCP sessions the HTTP gateway holds, and for how long an idle
@@ -96,6 +100,12 @@ impl GatewayConfig {
     /// `gateway.audit`: where the audit trail is written.
     pub fn with_audit(mut self, audit: Option<AuditSettings>) -> GatewayConfig {
         self.audit = audit;
+        self
+    }
+
+    /// `gateway.store`: the PostgreSQL database replicas share.
+    pub fn with_store(mut self, store: Option<String>) -> GatewayConfig {
+        self.store = store;
         self
     }
 
@@ -168,8 +178,12 @@ impl Cx<'_> {
                 "max_sessions_per_token",
                 "session_idle_timeout_secs",
                 "audit",
+                "store",
             ],
         );
+        if let Some(store) = gateway.get("store").and_then(|v| self.store(v)) {
+            config.store = config.store.take().or(Some(store));
+        }
         if let Some(audit) = gateway.get("audit").and_then(|v| self.audit(v)) {
             config.audit = config.audit.take().or(Some(audit));
         }
@@ -221,6 +235,39 @@ impl Cx<'_> {
                 None
             }
         }
+    }
+
+    /// `"store": "postgres://USER@HOST/DATABASE"`, `${NAME}` placeholders
+    /// allowed (expanded from the environment when the gateway starts).
+    fn store(&mut self, value: &Value) -> Option<String> {
+        let pointer = format!("{}/store", self.section.pointer);
+        let fix = "write \"store\": \"postgres://core@db:5432/core_agent\" (a password as a placeholder: \"postgres://core:${PGPASSWORD}@db/core_agent\"), or remove it to keep state in this process";
+        let Some(raw) = value.as_str() else {
+            self.problem(
+                &pointer,
+                &format!("expected a PostgreSQL URL, not {value}"),
+                fix,
+            );
+            return None;
+        };
+        let template = match core_agent_mcp_config::Template::parse(raw) {
+            Ok(template) => template,
+            Err(e) => {
+                self.problem(&pointer, &e, fix);
+                return None;
+            }
+        };
+        let scheme = raw.split_once("://").map(|(scheme, _)| scheme);
+        let postgres = matches!(scheme, Some("postgres" | "postgresql"));
+        if !postgres && !(template.has_placeholders() && raw.starts_with("${")) {
+            self.problem(
+                &pointer,
+                "the shared store must be a PostgreSQL URL (postgres://…)",
+                fix,
+            );
+            return None;
+        }
+        Some(raw.to_owned())
     }
 
     /// `"audit": "FILE"` (`"-"`: standard output) or `"audit": {"path":
@@ -821,6 +868,39 @@ mod tests {
         assert_eq!(
             load(&u, None).unwrap().audit.unwrap().max_bytes,
             AuditSettings::MAX_BYTES
+        );
+    }
+
+    #[test]
+    fn the_shared_store_is_a_postgres_url_with_placeholders_kept_project_first() {
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"store": "postgres://core:${PGPASSWORD}@db/core_agent"}}"#),
+            Some(r#"{"gateway": {"store": "${CORE_AGENT_STORE}"}}"#),
+        );
+        assert_eq!(
+            load(&p, Some(&u)).unwrap().store.as_deref(),
+            Some("postgres://core:${PGPASSWORD}@db/core_agent")
+        );
+        assert_eq!(
+            load(&u, None).unwrap().store.as_deref(),
+            Some("${CORE_AGENT_STORE}")
+        );
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"store": "mysql://db/core"}}"#),
+            Some(r#"{"gateway": {"store": 5}}"#),
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        assert!(
+            err.contains(
+                "/gateway/store: the shared store must be a PostgreSQL URL (postgres://…)"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("postgres://core@db:5432/core_agent"), "{err}");
+        let err = load(&u, None).map(drop).unwrap_err().to_string();
+        assert!(
+            err.contains("/gateway/store: expected a PostgreSQL URL, not 5"),
+            "{err}"
         );
     }
 

@@ -58,6 +58,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         gateway_limits,
         gateway_audit,
         gateway_oauth,
+        gateway_store,
         warned,
         mut stop,
     } = match Launch::new(global, &setup, &screen) {
@@ -78,6 +79,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         server,
         audit_log,
         metrics_addr,
+        store,
     } = command;
     // `--audit-log` names where; gateway.audit keeps its other settings.
     let audit = match (audit_log, gateway_audit) {
@@ -115,6 +117,18 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         options.naming = Naming::Bare;
     }
     let env = config.dotenv.over_process();
+    // Replicas share their state in PostgreSQL: the digest's payloads and
+    // ledgers, the sessions' answers and plans, the MCP sessions.
+    let fleet = match shared_store(store, gateway_store, global, &env).await {
+        Ok(fleet) => fleet,
+        Err(code) => return code,
+    };
+    if let Some(db) = &fleet {
+        if let Some(digest) = &mut options.digest {
+            digest.store = Arc::new(db.clone());
+        }
+        options.memory = Some(Arc::new(db.clone()));
+    }
     // Backends' elicitations and sampling go to the client whose call
     // caused them, and they see the clients' roots.
     let elicitations = core_agent_gateway::ElicitRouter::new(Duration::from_secs(120));
@@ -128,7 +142,8 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         .with_cost_ceiling(global.cost_ceiling)
         .with_pricing(pricing)
         .with_parent_model(parent_model)
-        .with_elicitations(Some(elicitations));
+        .with_elicitations(Some(elicitations))
+        .with_fleet(fleet.map(|db| Arc::new(db) as Arc<dyn core_agent_gateway::Fleet>));
     let gateway = telemetry(gateway, &config, http.is_some() || metrics_addr.is_some());
     let args = ServeArgs {
         http,
@@ -161,6 +176,55 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     let code = serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
     host.shutdown().await;
     code
+}
+
+/// The shared store: `--store` (or `CORE_AGENT_STORE`), else
+/// `gateway.store` with its placeholders expanded; connected and migrated.
+/// `Err` is the exit code, the reason printed.
+async fn shared_store(
+    flag: Option<String>,
+    configured: Option<String>,
+    global: &Global,
+    env: &dyn core_agent_mcp_config::Env,
+) -> Result<Option<core_agent_fleet::Postgres>, u8> {
+    let url = match (flag, configured) {
+        (Some(url), _) => url,
+        (None, Some(raw)) => {
+            let template = match core_agent_mcp_config::Template::parse(&raw) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("core-agent: serve: gateway.store: {e}");
+                    return Err(USAGE);
+                }
+            };
+            let missing = template.missing(env);
+            if !missing.is_empty() {
+                eprintln!(
+                    "core-agent: serve: gateway.store needs {} set in the environment (or the project's .env)",
+                    missing.join(", ")
+                );
+                return Err(USAGE);
+            }
+            template.expand(env).value
+        }
+        (None, None) => return Ok(None),
+    };
+    if global.session_db.is_some() {
+        eprintln!(
+            "core-agent: serve: --session-db and a shared store (--store, CORE_AGENT_STORE or gateway.store) both keep the session state; give one"
+        );
+        return Err(USAGE);
+    }
+    match core_agent_fleet::Postgres::connect(&url, core_agent_fleet::Options::default()).await {
+        Ok(db) => {
+            eprintln!("core-agent: shared store: {}", db.url());
+            Ok(Some(db))
+        }
+        Err(e) => {
+            eprintln!("core-agent: serve: {e}");
+            Err(FAILED)
+        }
+    }
 }
 
 /// Runs the gateway until the client closes stdin (stdio) or a signal
