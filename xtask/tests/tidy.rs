@@ -9,7 +9,10 @@
 //! - policy, permissions, digest and survey never depend on
 //!   `core-agent-mcp-transport`, rmcp or tokio, nor on each other;
 //! - only `core-agent-gateway` and the binary depend on axum, and only the
-//!   binary depends on the gateway (the host never serves MCP itself);
+//!   binary and `core-agent-fleet` (the replicas' shared state, which
+//!   implements the gateway's `Fleet`) depend on the gateway (the host never
+//!   serves MCP itself);
+//! - only `core-agent-fleet` depends on a PostgreSQL client;
 //! - only `core-agent` (the binary's package) depends on clap, and nothing
 //!   depends on `core-agent`.
 //!
@@ -39,6 +42,10 @@ const PURE: &[&str] = &[
 const CLI: &str = "core-agent";
 /// The MCP server layer, above the host.
 const GATEWAY: &str = "core-agent-gateway";
+/// The replicas' shared state, on PostgreSQL, beside the binary.
+const FLEET: &str = "core-agent-fleet";
+/// PostgreSQL clients, which only the fleet may use.
+const POSTGRES_CLIENTS: &[&str] = &["tokio-postgres", "deadpool-postgres", "postgres", "sqlx"];
 
 #[test]
 fn layering_and_conventions_hold() {
@@ -300,7 +307,15 @@ fn layering(m: &Manifest) -> Vec<String> {
                  depend on each other; each defines the small input type it needs)"
                     .to_owned(),
             )
-        } else if name != CLI && name != GATEWAY && [GATEWAY, "axum"].contains(&dep) {
+        } else if name != FLEET && POSTGRES_CLIENTS.contains(&dep) {
+            Some(
+                "a database client lives in the fleet's crate \
+                 (DESIGN.md: keep the pure crates free of a database client)"
+                    .to_owned(),
+            )
+        } else if name != CLI && name != GATEWAY && dep == "axum"
+            || ![CLI, GATEWAY, FLEET].contains(&name) && dep == GATEWAY
+        {
             Some(
                 "serving MCP is the gateway's layer, above the host \
                  (DESIGN.md: only the gateway and the binary know the gateway or axum)"
