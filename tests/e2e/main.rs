@@ -19,6 +19,7 @@ mod digest;
 mod doctor;
 mod edges;
 mod faults;
+mod fleet;
 mod gate;
 mod gateway_audit;
 mod gateway_clients;
