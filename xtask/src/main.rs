@@ -254,13 +254,42 @@ fn deps() -> Result<PathBuf> {
 const DEBIAN: &[(&str, &str)] = &[
     // The gateway's metrics test: a real Prometheus scrapes `/metrics`.
     ("prometheus", "prometheus"),
+    // The fleet tests: replicas behind a real load balancer
+    // (`core_agent_e2e::Haproxy`), and `haproxy -c` of `deploy/haproxy.cfg`.
+    ("haproxy", "haproxy"),
+    // The fleet tests' shared store (`core_agent_e2e::Postgres`). Debian
+    // keeps the server's programs off `PATH`, in
+    // `/usr/lib/postgresql/<version>/bin`: see [`installed`].
+    ("initdb", "postgresql"),
 ];
 
-/// Installs the [`DEBIAN`] packages whose program is not on `PATH`.
+/// Whether the program of a [`DEBIAN`] package is there: on `PATH`, or,
+/// for PostgreSQL's `initdb`, in Debian's `/usr/lib/postgresql/*/bin`.
+fn installed(program: &str) -> bool {
+    on_path(program) || (program == "initdb" && postgres_bin().is_some())
+}
+
+/// Debian's PostgreSQL server programs: the `bin` directory of the highest
+/// version under `/usr/lib/postgresql` that has an `initdb`.
+fn postgres_bin() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+/// Installs the [`DEBIAN`] packages whose program is missing.
 fn debian_packages() -> Result<()> {
     let missing: Vec<&str> = DEBIAN
         .iter()
-        .filter(|(program, _)| !on_path(program))
+        .filter(|(program, _)| !installed(program))
         .map(|(_, package)| *package)
         .collect();
     if missing.is_empty() {
