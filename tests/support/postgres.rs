@@ -517,7 +517,11 @@ mod tests {
             return;
         }
         let pg = Postgres::new();
-        println!("postgres pid {}", pg.pid().unwrap());
+        println!(
+            "postgres pid {} dir {}",
+            pg.pid().unwrap(),
+            pg.socket_dir().display()
+        );
         std::thread::sleep(Duration::from_secs(60));
     }
 
@@ -538,13 +542,14 @@ mod tests {
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
-        let pid: i32 = std::io::BufReader::new(stdout)
+        let (pid, dir): (i32, PathBuf) = std::io::BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)
             // libtest prints the test's name on the same line first.
             .find_map(|l| {
-                let (_, pid) = l.split_once("postgres pid ")?;
-                pid.trim().parse().ok()
+                let (_, said) = l.split_once("postgres pid ")?;
+                let (pid, dir) = said.split_once(" dir ")?;
+                Some((pid.trim().parse().ok()?, PathBuf::from(dir.trim())))
             })
             .expect("the child said no pid");
         assert!(crate::alive(pid));
