@@ -12,7 +12,11 @@
 //!   the port), whose socket can be handed to a server;
 //! - [`hermetic`], which keeps the test process's [`HOST_VARIABLES`]
 //!   (`CORE_AGENT_*`, `GOOGLE_*`, `OTEL_*`, `CLOUDSDK_*`, `GCE_METADATA_*`)
-//!   away from a command.
+//!   away from a command;
+//! - the real engines of a fleet: [`Postgres`], a throwaway PostgreSQL
+//!   cluster that can be stopped and started again on its port, and
+//!   [`Haproxy`], `deploy/haproxy.cfg` round robin in front of a test's
+//!   replicas; neither outlives the test process, even one killed.
 //!
 //! A helper that finds something wrong panics with a message, as a test
 //! does.
@@ -39,11 +43,16 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 mod env;
+mod haproxy;
+mod kept;
 mod port;
+mod postgres;
 mod process;
 
 pub use env::{HOST_VARIABLES, hermetic};
+pub use haproxy::{Haproxy, HaproxyBuilder, HaproxyServer, haproxy_program};
 pub use port::ReservedPort;
+pub use postgres::{POSTGRES_DATABASE, Postgres, postgres_bin};
 pub use process::{
     Proc, alive, group_members, live_processes, processes_mentioning, recorded_pids, state,
 };

