@@ -71,6 +71,8 @@ pub struct HaproxyServer {
     pub status: String,
     /// Requests sent to it so far (`stot`, sessions).
     pub sessions: u64,
+    /// Requests it is answering now (`scur`).
+    pub current: u64,
 }
 
 impl HaproxyServer {
@@ -264,6 +266,7 @@ fn parse_stat(csv: &str) -> Vec<HaproxyServer> {
             .unwrap_or_else(|| panic!("no `{name}` column in haproxy's stats: {header}"))
     };
     let (px, sv, status, stot) = (at("pxname"), at("svname"), at("status"), at("stot"));
+    let scur = at("scur");
     lines
         .map(|l| l.split(',').collect::<Vec<&str>>())
         .filter(|f| {
@@ -274,6 +277,7 @@ fn parse_stat(csv: &str) -> Vec<HaproxyServer> {
             name: f[sv].to_owned(),
             status: f.get(status).copied().unwrap_or_default().to_owned(),
             sessions: f.get(stot).and_then(|n| n.parse().ok()).unwrap_or(0),
+            current: f.get(scur).and_then(|n| n.parse().ok()).unwrap_or(0),
         })
         .collect()
 }
