@@ -563,5 +563,7 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+        // A killed process removes nothing: its directory is left to us.
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
