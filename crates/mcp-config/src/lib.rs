@@ -29,8 +29,9 @@ pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
 pub use spec::{
     AuthSpec, BUILTIN, BuiltinTools, Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind,
-    Dialect, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices, OAuthSpec, PinMode,
-    Scope, ServerEntry, ServerSpec, Setting, StdioSpec, Transport, TrustLevel,
+    Dialect, ExchangeEndpoint, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices,
+    OAuthSpec, PinMode, Scope, ServerEntry, ServerSpec, Setting, StdioSpec, TokenExchangeSpec,
+    Transport, TrustLevel,
 };
 pub use suggest::{closest, suggestions};
 pub use template::{Expanded, Template};

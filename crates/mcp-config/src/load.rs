@@ -747,4 +747,49 @@ mod tests {
         assert!(file.left_out().is_empty() && file.warnings().is_empty());
         assert_eq!(ops.cloud, Some(Cloud::Disabled));
     }
+
+    #[test]
+    fn token_exchange_parses_in_both_dialects() {
+        let entry = r#"{"url":"https://tickets.example/mcp","auth":{"token_exchange":{
+            "issuer":"https://sso.example","client_id":"gw","client_secret":"${env:GW_SECRET}",
+            "audience":"tickets","scopes":["tickets:read","tickets:write"]}}}"#;
+        for text in [
+            format!(r#"{{"servers":{{"t":{}}}}}"#, entry.replacen('{', r#"{"transport":"http","#, 1)),
+            format!(r#"{{"mcpServers":{{"t":{entry}}}}}"#),
+        ] {
+            let file = parse(&text).unwrap();
+            let Transport::Http(http) = &file.servers[0].spec.transport else {
+                panic!("http")
+            };
+            let Some(AuthSpec::TokenExchange(x)) = &http.auth else {
+                panic!("token_exchange: {:?}", http.auth)
+            };
+            assert_eq!(
+                x.endpoint,
+                crate::ExchangeEndpoint::Issuer("https://sso.example".into())
+            );
+            assert_eq!(x.client_id, "gw");
+            assert_eq!(x.client_secret.as_ref().map(|t| t.raw()), Some("${env:GW_SECRET}"));
+            assert_eq!(x.audience.as_deref(), Some("tickets"));
+            assert_eq!(x.resource, None);
+            assert_eq!(x.scopes, ["tickets:read", "tickets:write"]);
+        }
+        let file = parse(
+            r#"{"mcpServers":{"t":{"url":"https://t/mcp","auth":{"token_exchange":{
+                "token_endpoint":"https://as/token","client_id":"gw"}}}}}"#,
+        )
+        .unwrap();
+        let Transport::Http(http) = &file.servers[0].spec.transport else {
+            panic!("http")
+        };
+        let Some(AuthSpec::TokenExchange(x)) = &http.auth else {
+            panic!("token_exchange")
+        };
+        assert_eq!(
+            x.endpoint,
+            crate::ExchangeEndpoint::TokenEndpoint("https://as/token".into())
+        );
+        assert_eq!((x.client_secret.is_none(), x.scopes.is_empty()), (true, true));
+    }
+
 }

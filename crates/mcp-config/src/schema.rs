@@ -154,6 +154,12 @@ fn translate(
                     "an http server needs `url`, its streamable HTTP endpoint".to_owned(),
                     "add \"url\": \"https://…/mcp\"".to_owned(),
                 ),
+                "client_id" if leaf == "token_exchange" => (
+                    "`token_exchange` needs `client_id`, the client the exchange authenticates as"
+                        .to_owned(),
+                    "add the `client_id` registered for the gateway at the server's authorization server"
+                        .to_owned(),
+                ),
                 "client_id" => (
                     "`client_secret` is set without `client_id`".to_owned(),
                     "add the `client_id` the secret belongs to, or remove `client_secret`"
@@ -248,6 +254,14 @@ fn translate(
             format!("{instance} is not an http:// or https:// URL"),
             "write the full endpoint URL, such as \"https://example.com/mcp\"".to_owned(),
         ),
+        ValidationErrorKind::Pattern { .. }
+            if matches!(leaf, "token_endpoint" | "issuer" | "resource") =>
+        {
+            one(
+                format!("{instance} is not an http:// or https:// URL"),
+                format!("write the full URL in `{leaf}`, such as \"https://auth.example.com/token\""),
+            )
+        }
         ValidationErrorKind::MinLength { .. } => one(
             format!("`{leaf}` is empty"),
             format!("give `{leaf}` a value"),
@@ -258,7 +272,7 @@ fn translate(
         ),
         ValidationErrorKind::MaxProperties { .. } if leaf == "auth" => one(
             "`auth` names more than one strategy".to_owned(),
-            "keep one of `google_oauth` and `oauth`".to_owned(),
+            "keep one of `google_oauth`, `oauth` and `token_exchange`".to_owned(),
         ),
         ValidationErrorKind::Maximum { limit } => one(
             format!("{instance} is above {limit}"),
@@ -396,7 +410,16 @@ fn known_keys(dialect: Dialect, pointer: &str) -> &'static [&'static str] {
         (Dialect::Core, []) => &CORE_TOP,
         (Dialect::Core, ["servers", "builtin"]) => &["tools"],
         (Dialect::Core, ["servers", _]) => CORE_SERVER,
-        (_, ["servers" | "mcpServers", _, "auth"]) => &["google_oauth", "oauth"],
+        (_, ["servers" | "mcpServers", _, "auth"]) => &["google_oauth", "oauth", "token_exchange"],
+        (_, ["servers" | "mcpServers", _, "auth", "token_exchange"]) => &[
+            "token_endpoint",
+            "issuer",
+            "client_id",
+            "client_secret",
+            "audience",
+            "resource",
+            "scopes",
+        ],
         (_, ["servers" | "mcpServers", _, "auth", "google_oauth"]) => &["scopes"],
         (_, ["servers" | "mcpServers", _, "auth", "oauth"]) => &[
             "scopes",

@@ -583,6 +583,42 @@ pub enum AuthSpec {
     /// `oauth`: MCP OAuth 2.1 (authorization code with PKCE), logged in with
     /// `core-agent mcp login` and refreshed automatically.
     OAuth(OAuthSpec),
+    /// `token_exchange`: each call carries a token of the user it is made
+    /// for, obtained by OAuth 2.0 Token Exchange (RFC 8693) at the server's
+    /// authorization server with the user's own token as the subject. Only
+    /// a front end that signs its users in (the gateway) has such a token;
+    /// the connection itself (handshake, listings) uses `headers`.
+    TokenExchange(TokenExchangeSpec),
+}
+
+/// Where a token exchange is sent: the token endpoint itself, or the
+/// issuer whose metadata names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExchangeEndpoint {
+    /// `token_endpoint`: the URL the exchange is posted to.
+    TokenEndpoint(String),
+    /// `issuer`: the authorization server; its token endpoint is read from
+    /// its metadata (RFC 8414, then OpenID Connect Discovery).
+    Issuer(String),
+}
+
+/// `auth.token_exchange`: how a user's token is exchanged for one the
+/// server accepts (RFC 8693).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenExchangeSpec {
+    /// The token endpoint, or the issuer that names it.
+    pub endpoint: ExchangeEndpoint,
+    /// The client the exchange authenticates as.
+    pub client_id: String,
+    /// Its secret (HTTP Basic), expanded at start; `None`: a public client.
+    pub client_secret: Option<Template>,
+    /// `audience`: the logical name of the server at its authorization server.
+    pub audience: Option<String>,
+    /// `resource` (RFC 8707); `None` with no `audience` means the server's `url`.
+    pub resource: Option<String>,
+    /// The scopes asked for; empty leaves them to the authorization server.
+    pub scopes: Vec<String>,
 }
 
 /// `auth.oauth`: every field is optional; an empty object means "discover

@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::check::FileProblems;
 use crate::position::escape_pointer;
 use crate::spec::{
-    AuthSpec, BuiltinTools, ConfigWarning, HttpSpec, LeftOut, OAuthSpec, StdioSpec, Transport,
+    AuthSpec, BuiltinTools, ConfigWarning, ExchangeEndpoint, HttpSpec, LeftOut, OAuthSpec, StdioSpec,
+    TokenExchangeSpec, Transport,
 };
 use crate::{
     Cloud, Dialect, Limits, PinMode, Scope, ServerEntry, ServerSpec, Template, TrustLevel,
@@ -217,6 +218,51 @@ fn builtin(cx: &Cx<'_>, b: &Value) -> BuiltinTools {
     }
 }
 
+/// `auth.token_exchange` at `pointer`: exactly one of `token_endpoint` and
+/// `issuer` (the schema checks the rest).
+fn token_exchange(
+    cx: &mut Cx<'_>,
+    server: &str,
+    pointer: &str,
+    value: &Value,
+) -> Option<TokenExchangeSpec> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let endpoint = match (text("token_endpoint"), text("issuer")) {
+        (Some(url), None) => ExchangeEndpoint::TokenEndpoint(url),
+        (None, Some(url)) => ExchangeEndpoint::Issuer(url),
+        (Some(_), Some(_)) => {
+            cx.push(
+                Some(server.to_owned()),
+                &format!("{pointer}/issuer"),
+                "`token_exchange` names both `token_endpoint` and `issuer`",
+                "keep one: `token_endpoint` is used as it is, `issuer` is looked up for its token endpoint",
+            );
+            return None;
+        }
+        (None, None) => {
+            cx.push(
+                Some(server.to_owned()),
+                pointer,
+                "`token_exchange` needs `token_endpoint` or `issuer`",
+                "add \"token_endpoint\": \"https://…/token\" (the backend's authorization server), or its \"issuer\" to look it up",
+            );
+            return None;
+        }
+    };
+    let client_secret = value
+        .get("client_secret")
+        .and_then(Value::as_str)
+        .and_then(|raw| cx.template(server, &format!("{pointer}/client_secret"), raw));
+    Some(TokenExchangeSpec {
+        endpoint,
+        client_id: text("client_id").unwrap_or_default(),
+        client_secret,
+        audience: text("audience"),
+        resource: text("resource"),
+        scopes: strings(value.get("scopes")),
+    })
+}
+
 /// The entry of one server, built alike in both dialects.
 fn entry(cx: &mut Cx<'_>, scope: Scope, dialect: Dialect, server: Server<'_>) -> ServerEntry {
     let Server {
@@ -250,6 +296,10 @@ fn entry(cx: &mut Cx<'_>, scope: Scope, dialect: Dialect, server: Server<'_>) ->
                 value.pointer("/auth/google_oauth/scopes"),
                 value.pointer("/auth/oauth"),
             ) {
+                (None, None) => value
+                    .pointer("/auth/token_exchange")
+                    .and_then(|x| token_exchange(cx, name, &format!("{base}/auth/token_exchange"), x))
+                    .map(AuthSpec::TokenExchange),
                 (Some(s), _) => Some(AuthSpec::GoogleOAuth {
                     scopes: strings(Some(s)),
                 }),
@@ -274,7 +324,6 @@ fn entry(cx: &mut Cx<'_>, scope: Scope, dialect: Dialect, server: Server<'_>) ->
                         .and_then(Value::as_u64)
                         .and_then(|p| u16::try_from(p).ok()),
                 })),
-                (None, None) => None,
             },
         }),
     };
