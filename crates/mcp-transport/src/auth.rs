@@ -15,12 +15,13 @@ use core_agent_mcp_config::{AuthSpec, Env, OAuthSpec, ServerEntry, Transport};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
 };
 
+use crate::behalf::CallerCredential;
 #[cfg(feature = "oauth")]
 use crate::oauth::{OAuthSettings, OAuthTokens};
 use crate::{StartError, StartOptions};
@@ -340,6 +341,8 @@ pub(crate) fn source_for(
             oauth(None).map(Some)
         }
         None => Ok(None),
+        // The connection uses `headers`; each call, its caller's token (`behalf`).
+        Some(AuthSpec::TokenExchange(_)) => Ok(None),
         #[cfg(feature = "google")]
         Some(AuthSpec::GoogleOAuth { scopes }) => Ok(Some(crate::google::source(scopes, env))),
         #[cfg(not(feature = "google"))]
@@ -359,20 +362,28 @@ pub(crate) fn source_for(
 /// request carries the source's current token as `Authorization` (replacing
 /// any written in `headers`) plus the token's extra headers; a 401 makes the
 /// source drop the token, and the request is sent once more with a new one.
+///
+/// A request that carries its caller's credential (a server with
+/// `auth.token_exchange`, [`crate::behalf`]) is sent with that instead:
+/// the caller's token replaces the connection's `Authorization`, and a 401
+/// is told to the caller's source.
 #[derive(Clone)]
 pub(crate) struct AuthClient {
     inner: reqwest::Client,
-    source: Arc<dyn TokenSource>,
+    /// The connection's own source; `None`: `headers` as written.
+    source: Option<Arc<dyn TokenSource>>,
 }
 
 impl AuthClient {
-    pub(crate) fn new(inner: reqwest::Client, source: Arc<dyn TokenSource>) -> Self {
+    pub(crate) fn new(inner: reqwest::Client, source: Option<Arc<dyn TokenSource>>) -> Self {
         AuthClient { inner, source }
     }
 
-    /// Runs `send` with the token's headers; on a 401, once more with a new token.
+    /// Runs `send` with the token's headers (the caller's, else the
+    /// connection's); on a 401, once more with a new token.
     async fn authorized<T, F, Fut>(
         &self,
+        caller: Option<CallerCredential>,
         headers: HashMap<HeaderName, HeaderValue>,
         send: F,
     ) -> Result<T, StreamableHttpError<reqwest::Error>>
@@ -380,23 +391,28 @@ impl AuthClient {
         F: Fn(HashMap<HeaderName, HeaderValue>) -> Fut,
         Fut: Future<Output = Result<T, StreamableHttpError<reqwest::Error>>>,
     {
-        let token = self.source.token().await.map_err(auth_failed)?;
+        let (source, token) = match caller {
+            Some(CallerCredential { token, source }) => (source, token),
+            None => match &self.source {
+                Some(source) => (source.clone(), source.token().await.map_err(auth_failed)?),
+                None => return send(headers).await,
+            },
+        };
         match send(with_token(&token, headers.clone())?).await {
             Err(e) if is_unauthorized(&e) => {
-                tracing::debug!(source = %self.source.describe(), "the server answered 401; refreshing the token once");
-                self.source.rejected(&token).await.map_err(auth_failed)?;
-                let fresh = self.source.token().await.map_err(auth_failed)?;
+                tracing::debug!(source = %source.describe(), "the server answered 401; refreshing the token once");
+                source.rejected(&token).await.map_err(auth_failed)?;
+                let fresh = source.token().await.map_err(auth_failed)?;
                 send(with_token(&fresh, headers)?).await
             }
             Err(StreamableHttpError::InsufficientScope(e)) => {
-                tracing::debug!(source = %self.source.describe(), "the server answered 403 insufficient_scope; one step-up");
-                if self
-                    .source
+                tracing::debug!(source = %source.describe(), "the server answered 403 insufficient_scope; one step-up");
+                if source
                     .insufficient_scope(&token, &e.www_authenticate_header)
                     .await
                     .map_err(auth_failed)?
                 {
-                    let fresh = self.source.token().await.map_err(auth_failed)?;
+                    let fresh = source.token().await.map_err(auth_failed)?;
                     send(with_token(&fresh, headers)?).await
                 } else {
                     Err(StreamableHttpError::InsufficientScope(e))
@@ -410,8 +426,19 @@ impl AuthClient {
 impl fmt::Debug for AuthClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AuthClient")
-            .field("source", &self.source.describe())
+            .field("source", &self.source.as_ref().map(|s| s.describe()))
             .finish_non_exhaustive()
+    }
+}
+
+/// The caller's credential a `tools/call` carries in its extensions, if any.
+fn caller_credential(message: &ClientJsonRpcMessage) -> Option<CallerCredential> {
+    match message {
+        ClientJsonRpcMessage::Request(request) => match &request.request {
+            ClientRequest::CallToolRequest(call) => call.extensions.get::<CallerCredential>().cloned(),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
@@ -535,7 +562,8 @@ impl StreamableHttpClient for AuthClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
-        self.authorized(custom_headers, |headers| {
+        let caller = caller_credential(&message);
+        self.authorized(caller, custom_headers, |headers| {
             let (uri, message, session_id) = (uri.clone(), message.clone(), session_id.clone());
             async move {
                 self.inner
@@ -555,7 +583,7 @@ impl StreamableHttpClient for AuthClient {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<reqwest::Error>> {
-        self.authorized(custom_headers, |headers| {
+        self.authorized(None, custom_headers, |headers| {
             let (uri, session_id) = (uri.clone(), session_id.clone());
             async move {
                 self.inner
@@ -574,7 +602,7 @@ impl StreamableHttpClient for AuthClient {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<Sse, StreamableHttpError<reqwest::Error>> {
-        self.authorized(custom_headers, |headers| {
+        self.authorized(None, custom_headers, |headers| {
             let (uri, session_id, last) = (uri.clone(), session_id.clone(), last_event_id.clone());
             async move {
                 self.inner
@@ -594,7 +622,7 @@ impl StreamableHttpClient for AuthClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<Sse, StreamableHttpError<reqwest::Error>> {
-        self.authorized(custom_headers, |headers| {
+        self.authorized(None, custom_headers, |headers| {
             let (uri, session_id, last) = (uri.clone(), session_id.clone(), last_event_id.clone());
             async move {
                 self.inner

@@ -186,7 +186,7 @@ async fn connect(
         })
         .collect();
     let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
-    let client = AuthClient::new(reqwest::Client::new(), source);
+    let client = AuthClient::new(reqwest::Client::new(), Some(source));
     ().serve(StreamableHttpClientTransport::with_client(client, config))
         .await
         .unwrap()
@@ -309,7 +309,7 @@ async fn a_source_that_fails_fails_the_request_with_its_own_words() {
     let gate = Arc::new(Gate::default());
     let url = serve(gate.clone()).await;
     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
-    let client = AuthClient::new(reqwest::Client::new(), Arc::new(Broken));
+    let client = AuthClient::new(reqwest::Client::new(), Some(Arc::new(Broken)));
     let err =
         ().serve(StreamableHttpClientTransport::with_client(client, config))
             .await
@@ -371,7 +371,7 @@ async fn the_transports_response_limits_reach_the_wrapped_client() {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
     config.max_sse_event_size = 16;
     config.max_json_response_size = 16;
-    let client = AuthClient::new(reqwest::Client::new(), Arc::new(Counting::default()));
+    let client = AuthClient::new(reqwest::Client::new(), Some(Arc::new(Counting::default())));
     let err =
         ().serve(StreamableHttpClientTransport::with_client(client, config))
             .await

@@ -124,7 +124,23 @@ async fn round(
             .set_log_level(level);
     }
     crate::meta::extend(&mut params.meta);
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let mut request = CallToolRequest::new(params);
+    // A server that acts for each user gets this call's user's token.
+    if let Some(exchange) = &live.exchange {
+        match crate::behalf::credential(exchange).await {
+            Ok(credential) => {
+                request.extensions.insert(credential);
+            }
+            Err(error) => {
+                return Err(Error::CallerToken {
+                    server: server.to_owned(),
+                    what: tool.to_owned(),
+                    error,
+                });
+            }
+        }
+    }
+    let request = ClientRequest::CallToolRequest(request);
     let handle = match conn
         .peer
         .send_cancellable_request(request, PeerRequestOptions::no_options())

@@ -191,6 +191,18 @@ pub enum Error {
         /// `resources`, `prompts`, `completions` or `logging`.
         what: &'static str,
     },
+    /// The server acts for each user (`auth.token_exchange`), and no token
+    /// could be had for the user of this call (none signed in, a refused
+    /// exchange, an unreachable authorization server): nothing was sent.
+    #[error("`{what}` on server `{server}` was not sent: {error}")]
+    CallerToken {
+        /// The server.
+        server: String,
+        /// The server's name for the tool, or the request (`resources/read …`).
+        what: String,
+        /// Why there is no token, in the token source's words.
+        error: crate::AuthError,
+    },
     /// The server is being restarted and was not back within the call's timeout.
     #[error("server `{server}` is being restarted and was not back within {}; it {reason}", humanize(*after))]
     Restarting {

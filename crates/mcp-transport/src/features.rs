@@ -263,6 +263,7 @@ impl Server {
     pub async fn read_resource(&self, uri: &str) -> Result<ReadResourceResult> {
         let params = ReadResourceRequestParams::new(uri.to_owned());
         let what = format!("resources/read {uri}");
+        self.not_per_user(&what)?;
         let server = self.name().to_owned();
         self.request(what.clone(), Offer::Resources, |conn| async move {
             rounds(&conn, &server, &what, |responses, state| {
@@ -362,6 +363,7 @@ impl Server {
         let mut params = GetPromptRequestParams::new(name.to_owned());
         params.arguments = arguments;
         let what = format!("prompts/get {name}");
+        self.not_per_user(&what)?;
         let server = self.name().to_owned();
         self.request(what.clone(), Offer::Prompts, |conn| async move {
             rounds(&conn, &server, &what, |responses, state| {
@@ -452,6 +454,22 @@ impl Server {
     /// Runs `request` on the current connection, when the server offers
     /// `offer`: waits while it restarts and for a call slot, then under the
     /// server's call timeout.
+    /// Refuses `what` on a server that acts for each user
+    /// (`auth.token_exchange`): only its tool calls carry a user's token,
+    /// and its content is never read with the connection's own credentials.
+    fn not_per_user(&self, what: &str) -> Result<()> {
+        match self.live() {
+            Some(live) if live.exchange.is_some() => Err(Error::CallerToken {
+                server: self.name().to_owned(),
+                what: what.to_owned(),
+                error: crate::AuthError::Other(
+                    "the server acts for each user (auth.token_exchange), and only its tools are called for a user; read its resources and prompts through its tools".to_owned(),
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     async fn request<T, F, Fut>(&self, what: String, offer: Offer, request: F) -> Result<T>
     where
         F: FnOnce(Arc<Connection>) -> Fut,

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod auth;
+mod behalf;
 mod call;
 mod child;
 mod connect;
@@ -26,6 +27,7 @@ pub mod supervise;
 mod tools;
 
 pub use auth::{Auth, AuthError, StaticToken, Token, TokenSource};
+pub use behalf::{CallerTokens, TokenExchange, with_caller_tokens};
 pub use elicit::{AcceptDefaults, BoxFuture, Decline, Elicitor};
 pub use error::{Error, Result, StartError};
 pub use features::{Listing, Notice, NoticeSink};

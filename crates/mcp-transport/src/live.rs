@@ -37,6 +37,8 @@ pub(crate) struct Live {
     /// call's `_meta` on 2026-07-28, which has no `logging/setLevel`.
     #[allow(deprecated)] // MCP logging (SEP-2577), which servers still speak
     pub(crate) log_level: std::sync::Mutex<Option<rmcp::model::LoggingLevel>>,
+    /// `auth.token_exchange`: each call carries its caller's token.
+    pub(crate) exchange: Option<Arc<crate::behalf::TokenExchange>>,
 }
 
 impl Live {
@@ -59,7 +61,17 @@ impl Live {
             monitor: std::sync::Mutex::new(None),
             cancels: Cancels::default(),
             log_level: std::sync::Mutex::new(None),
+            exchange: None,
         }
+    }
+
+    /// Its calls carry their callers' tokens for `exchange`, when set.
+    pub(crate) fn with_exchange(
+        mut self,
+        exchange: Option<Arc<crate::behalf::TokenExchange>>,
+    ) -> Live {
+        self.exchange = exchange;
+        self
     }
 
     /// The current connection.

@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use core_agent_mcp_config::{Env, HttpSpec, ServerEntry, StdioSpec, Transport};
+use core_agent_mcp_config::{AuthSpec, Env, HttpSpec, ServerEntry, StdioSpec, Transport};
 use rmcp::model::Implementation;
 
 use crate::auth::{self, Auth, AuthError, TokenSource};
+use crate::behalf::TokenExchange;
 use crate::connect::{Started, start_http, start_stdio};
 use crate::error::StartError;
 use crate::error::humanize;
@@ -33,6 +34,8 @@ enum Launch {
         headers: Vec<(String, String)>,
         /// Where the `Authorization` comes from, when `auth` is set.
         source: Option<Arc<dyn TokenSource>>,
+        /// `auth.token_exchange`: each call carries its caller's token.
+        exchange: Option<Arc<TokenExchange>>,
     },
     Unsupported(StartError),
 }
@@ -56,7 +59,13 @@ impl Launch {
                 },
                 Auth::None,
             ),
-            Transport::Http(HttpSpec { url, headers, .. }) => {
+            Transport::Http(HttpSpec { url, headers, auth }) => {
+                let exchange = match auth {
+                    Some(AuthSpec::TokenExchange(spec)) => {
+                        Some(Arc::new(TokenExchange::new(&entry.name, url, spec, env)))
+                    }
+                    _ => None,
+                };
                 let mut headers: Vec<(String, String)> = headers
                     .iter()
                     .map(|(k, t)| (k.clone(), t.expand(env).value))
@@ -77,19 +86,27 @@ impl Launch {
                     }
                     Err(e) => return (Launch::Unsupported(e), Auth::None),
                 };
-                let auth = match &source {
+                let auth = match (&source, &exchange) {
+                    // Calls carry their callers' tokens; the connection, `headers`.
+                    (None, Some(exchange)) => Auth::Source {
+                        kind: "token-exchange".to_owned(),
+                        detail: Some(exchange.describe()),
+                    },
                     // The source's Authorization wins (spec: "Header precedence").
-                    Some(source) => {
+                    (Some(source), _) => {
                         headers.retain(|(name, _)| !is_authorization(name));
                         Auth::of(source.as_ref())
                     }
-                    None if headers.iter().any(|(name, _)| is_authorization(name)) => Auth::Static,
-                    None => Auth::None,
+                    (None, None) if headers.iter().any(|(name, _)| is_authorization(name)) => {
+                        Auth::Static
+                    }
+                    (None, None) => Auth::None,
                 };
                 let launch = Launch::Http {
                     url: url.clone(),
                     headers,
                     source,
+                    exchange,
                 };
                 (launch, auth)
             }
@@ -121,6 +138,14 @@ impl Relaunch {
 
     fn name(&self) -> &str {
         &self.entry.name
+    }
+
+    /// `auth.token_exchange`, when the server's calls carry their callers' tokens.
+    fn exchange(&self) -> Option<Arc<TokenExchange>> {
+        match &self.launch {
+            Launch::Http { exchange, .. } => exchange.clone(),
+            _ => None,
+        }
     }
 
     fn policy(&self) -> Option<RestartPolicy> {
@@ -160,9 +185,19 @@ impl Relaunch {
                 url,
                 headers,
                 source,
+                exchange,
             } => {
                 let max_message = self.entry.spec.limits.max_message_bytes;
-                start_http(handler, &url, &headers, source, max_message, &self.options).await
+                let per_call = exchange.is_some();
+                start_http(
+                    handler,
+                    &url,
+                    &headers,
+                    (source, per_call),
+                    max_message,
+                    &self.options,
+                )
+                .await
             }
         }
     }
@@ -291,7 +326,9 @@ async fn start_one(
     let (service, child) = relaunch.start(handler).await?;
     let conn = Connection::new(service, child, relaunch.options.kill_grace);
     let max_calls = relaunch.entry.spec.limits.max_concurrent_calls;
-    Ok(Arc::new(Live::new(conn, tools, progress, max_calls)))
+    Ok(Arc::new(
+        Live::new(conn, tools, progress, max_calls).with_exchange(relaunch.exchange()),
+    ))
 }
 
 /// Watches a connected server: when its connection ends and it was not

@@ -1,5 +1,5 @@
-//! A streamable HTTP server: its headers, its token source, no redirects,
-//! then the handshake.
+//! A streamable HTTP server: its headers, its token source (or its
+//! callers' tokens, per call), no redirects, then the handshake.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ pub(crate) async fn start_http(
     handler: Handler,
     url: &str,
     headers: &[(String, String)],
-    source: Option<Arc<dyn TokenSource>>,
+    (source, per_call): (Option<Arc<dyn TokenSource>>, bool),
     max_message: usize,
     options: &StartOptions,
 ) -> Started {
@@ -46,23 +46,25 @@ pub(crate) async fn start_http(
     let described = source.as_ref().map(|s| s.describe());
     let name = handler.server.clone();
     let outcome = match source {
-        None => {
+        None if !per_call => {
             let transport = StreamableHttpClientTransport::from_config(config);
             handshake(handler, transport, options.timeout).await
         }
-        Some(source) => {
+        source => {
             // One token before anything else, so a misconfiguration fails
             // this server's start with the source's own words.
-            let first = tokio::time::timeout(options.timeout, source.token()).await;
-            match first {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(StartError::Auth(e)),
-                Err(_) => {
-                    return Err(StartError::Timeout {
-                        after: options.timeout,
-                        stdout: None,
-                        stderr: Vec::new(),
-                    });
+            if let Some(source) = &source {
+                let first = tokio::time::timeout(options.timeout, source.token()).await;
+                match first {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Err(StartError::Auth(e)),
+                    Err(_) => {
+                        return Err(StartError::Timeout {
+                            after: options.timeout,
+                            stdout: None,
+                            stderr: Vec::new(),
+                        });
+                    }
                 }
             }
             // No idle pooling, as rmcp's own client; and no redirects at all,
