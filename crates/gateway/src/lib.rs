@@ -5,6 +5,7 @@ mod auth;
 mod config;
 mod context;
 mod elicit;
+mod exchange;
 mod fleet;
 mod http;
 mod limits;
@@ -208,6 +209,8 @@ struct Inner {
     relay_key: Option<relay::StateKey>,
     /// Told about every call of every session (the metrics, an audit trail).
     observer: Option<Arc<dyn core_agent_host::Observer>>,
+    /// The token exchanges of the backends that act for each user.
+    exchanger: Arc<exchange::Exchanger>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -243,6 +246,7 @@ impl Gateway {
                 next_session: std::sync::atomic::AtomicU64::new(0),
                 relay_key,
                 observer,
+                exchanger: Arc::new(exchange::Exchanger::new()),
             }),
         };
         if let Some(metrics) = &gateway.inner.options.metrics {

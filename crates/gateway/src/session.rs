@@ -770,6 +770,9 @@ impl ServerHandler for McpSession {
                 call.await
             }
         };
+        // A backend that acts for each user gets this caller's exchanged token.
+        let call =
+            crate::exchange::as_caller(&self.gateway.inner.exchanger, &cx, &live.caller, call);
         let outcome = tokio::select! {
             outcome = traced.wrap(call) => outcome,
             () = cx.ct.cancelled() => {

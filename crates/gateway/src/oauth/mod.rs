@@ -9,7 +9,7 @@
 
 mod claims;
 mod metadata;
-mod provider;
+pub(crate) mod provider;
 mod settings;
 
 use std::collections::HashMap;

@@ -82,7 +82,10 @@ pub(crate) fn metadata_urls(issuer: &str) -> Vec<String> {
 }
 
 /// A JSON object from `url`.
-async fn get_json(http: &reqwest::Client, url: &str) -> Result<Map<String, Value>, Unreachable> {
+pub(crate) async fn get_json(
+    http: &reqwest::Client,
+    url: &str,
+) -> Result<Map<String, Value>, Unreachable> {
     let response = http
         .get(url)
         .header(http::header::ACCEPT, "application/json")
@@ -122,7 +125,7 @@ async fn read_json(
 
 /// A reqwest error in a few words (never the URL's query, never a token:
 /// none is in these requests' URLs).
-fn describe(e: &reqwest::Error) -> String {
+pub(crate) fn describe(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         "timed out".to_owned()
     } else if e.is_connect() {
