@@ -21,10 +21,10 @@ use nix::unistd::Pid;
 use serde_json::{Value, json};
 
 /// The static token the gateway also accepts (creator, `default`).
-const TOKEN: &str = "e2e-oauth-static-token-0123456789";
+pub(crate) const TOKEN: &str = "e2e-oauth-static-token-0123456789";
 
 /// A process in its own group, killed with its group when dropped.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     stderr: Arc<Mutex<String>>,
 }
@@ -32,7 +32,7 @@ struct Proc {
 impl Proc {
     /// Starts `cmd`, and waits for a stdout or stderr line that `ready`
     /// turns into a value.
-    fn start(
+    pub(crate) fn start(
         mut cmd: Command,
         what: &str,
         ready: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
@@ -71,12 +71,12 @@ impl Proc {
         (proc, value)
     }
 
-    fn output(&self) -> String {
+    pub(crate) fn output(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
     /// Whether its output holds `needle` within `limit`.
-    fn waits_for(&self, needle: &str, limit: Duration) -> bool {
+    pub(crate) fn waits_for(&self, needle: &str, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         while !self.output().contains(needle) {
             if Instant::now() > deadline {
@@ -100,13 +100,13 @@ impl Drop for Proc {
 }
 
 /// The OpenID provider.
-struct Idp {
+pub(crate) struct Idp {
     proc: Proc,
-    issuer: String,
+    pub(crate) issuer: String,
 }
 
 impl Idp {
-    fn start() -> Idp {
+    pub(crate) fn start() -> Idp {
         let mut cmd = Command::new(node());
         hermetic(&mut cmd)
             .arg(root().join("tests/fixture/oidc_provider.mjs"))
@@ -121,7 +121,7 @@ impl Idp {
 
     /// A token of `claims` signed with `key` (`k1`: the provider's own,
     /// `k2`: the next one, `forge`: one it never published, under `k1`'s kid).
-    async fn sign(&self, key: &str, kid: Option<&str>, claims: Value) -> String {
+    pub(crate) async fn sign(&self, key: &str, kid: Option<&str>, claims: Value) -> String {
         let body = json!({"claims": claims, "key": key, "kid": kid});
         let answer = http()
             .post(format!("{}/test/sign", self.issuer))
@@ -154,7 +154,7 @@ impl Idp {
     }
 }
 
-fn http() -> reqwest::Client {
+pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(20))
@@ -163,7 +163,7 @@ fn http() -> reqwest::Client {
 }
 
 /// A free loopback port (the gateway's audience names it before it listens).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
 }
@@ -214,12 +214,12 @@ fn project_with(issuer: &str, audience: &str, introspection: Option<Value>) -> P
 }
 
 /// `core-agent serve --http 127.0.0.1:PORT` in `p`, with the static token too.
-fn gateway(p: &Project, port: u16) -> Proc {
+pub(crate) fn gateway(p: &Project, port: u16) -> Proc {
     gateway_with(p, port, &[])
 }
 
 /// [`gateway`] with more environment variables.
-fn gateway_with(p: &Project, port: u16, vars: &[(&str, &str)]) -> Proc {
+pub(crate) fn gateway_with(p: &Project, port: u16, vars: &[(&str, &str)]) -> Proc {
     let agents = p.path().join(".agents");
     let addr = format!("127.0.0.1:{port}");
     let mut cmd = p.command(&[
@@ -328,7 +328,7 @@ fn now() -> u64 {
 }
 
 /// Claims of a good access token for `aud` from `iss`, plus `extra`.
-fn claims(iss: &str, aud: &str, extra: Value) -> Value {
+pub(crate) fn claims(iss: &str, aud: &str, extra: Value) -> Value {
     let mut c = json!({"iss": iss, "aud": aud, "sub": "dave", "exp": now() + 300, "iat": now(),
                        "scope": "mcp:tools", "groups": ["eng"], "client_id": "mcp-client"});
     for (k, v) in extra.as_object().unwrap() {

@@ -28,6 +28,7 @@ mod gateway_load;
 mod gateway_oauth;
 mod gateway_stateless;
 mod gateway_telemetry;
+mod gateway_token_exchange;
 mod lifecycle;
 mod listing;
 mod oauth;

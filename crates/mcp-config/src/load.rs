@@ -754,7 +754,10 @@ mod tests {
             "issuer":"https://sso.example","client_id":"gw","client_secret":"${env:GW_SECRET}",
             "audience":"tickets","scopes":["tickets:read","tickets:write"]}}}"#;
         for text in [
-            format!(r#"{{"servers":{{"t":{}}}}}"#, entry.replacen('{', r#"{"transport":"http","#, 1)),
+            format!(
+                r#"{{"servers":{{"t":{}}}}}"#,
+                entry.replacen('{', r#"{"transport":"http","#, 1)
+            ),
             format!(r#"{{"mcpServers":{{"t":{entry}}}}}"#),
         ] {
             let file = parse(&text).unwrap();
@@ -769,7 +772,10 @@ mod tests {
                 crate::ExchangeEndpoint::Issuer("https://sso.example".into())
             );
             assert_eq!(x.client_id, "gw");
-            assert_eq!(x.client_secret.as_ref().map(|t| t.raw()), Some("${env:GW_SECRET}"));
+            assert_eq!(
+                x.client_secret.as_ref().map(|t| t.raw()),
+                Some("${env:GW_SECRET}")
+            );
             assert_eq!(x.audience.as_deref(), Some("tickets"));
             assert_eq!(x.resource, None);
             assert_eq!(x.scopes, ["tickets:read", "tickets:write"]);
@@ -789,7 +795,9 @@ mod tests {
             x.endpoint,
             crate::ExchangeEndpoint::TokenEndpoint("https://as/token".into())
         );
-        assert_eq!((x.client_secret.is_none(), x.scopes.is_empty()), (true, true));
+        assert_eq!(
+            (x.client_secret.is_none(), x.scopes.is_empty()),
+            (true, true)
+        );
     }
-
 }

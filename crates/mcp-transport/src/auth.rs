@@ -435,7 +435,9 @@ impl fmt::Debug for AuthClient {
 fn caller_credential(message: &ClientJsonRpcMessage) -> Option<CallerCredential> {
     match message {
         ClientJsonRpcMessage::Request(request) => match &request.request {
-            ClientRequest::CallToolRequest(call) => call.extensions.get::<CallerCredential>().cloned(),
+            ClientRequest::CallToolRequest(call) => {
+                call.extensions.get::<CallerCredential>().cloned()
+            }
             _ => None,
         },
         _ => None,

@@ -164,7 +164,9 @@ impl fmt::Debug for CallerCredential {
 /// The credential of the caller in scope for a request to the server
 /// `exchange` describes: its token obtained now, so a refusal fails the
 /// call with the source's own words.
-pub(crate) async fn credential(exchange: &Arc<TokenExchange>) -> Result<CallerCredential, AuthError> {
+pub(crate) async fn credential(
+    exchange: &Arc<TokenExchange>,
+) -> Result<CallerCredential, AuthError> {
     let source = CALLER
         .try_with(|tokens| tokens.source(exchange))
         .map_err(|_| AuthError::NotConfigured {
@@ -198,13 +200,22 @@ mod tests {
 
     #[test]
     fn the_resource_defaults_to_the_servers_url_and_debug_hides_the_secret() {
-        assert_eq!(exchange(None, None).resource(), Some("https://t.example/mcp"));
+        assert_eq!(
+            exchange(None, None).resource(),
+            Some("https://t.example/mcp")
+        );
         assert_eq!(exchange(Some("tickets"), None).resource(), None);
-        assert_eq!(exchange(Some("t"), Some("https://r")).resource(), Some("https://r"));
+        assert_eq!(
+            exchange(Some("t"), Some("https://r")).resource(),
+            Some("https://r")
+        );
         let x = exchange(None, None);
         assert_eq!(x.client_secret(), Some("s3cret-value"));
         let shown = format!("{x:?}");
-        assert!(!shown.contains("s3cret") && shown.contains("***"), "{shown}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("***"),
+            "{shown}"
+        );
     }
 
     struct Fixed(&'static str);
@@ -227,7 +238,9 @@ mod tests {
         fn source(&self, _: &Arc<TokenExchange>) -> Result<Arc<dyn TokenSource>, AuthError> {
             match self.0 {
                 Some(t) => Ok(Arc::new(Fixed(t))),
-                None => Err(AuthError::Other("caller `ops` has no token to exchange".into())),
+                None => Err(AuthError::Other(
+                    "caller `ops` has no token to exchange".into(),
+                )),
             }
         }
     }
@@ -236,7 +249,10 @@ mod tests {
     async fn a_credential_comes_from_the_caller_in_scope_only() {
         let x = Arc::new(exchange(None, None));
         let outside = credential(&x).await.unwrap_err().to_string();
-        assert!(outside.contains("server `tickets` acts for each user"), "{outside}");
+        assert!(
+            outside.contains("server `tickets` acts for each user"),
+            "{outside}"
+        );
         let inside = with_caller_tokens(Arc::new(User(Some("xyz"))), credential(&x))
             .await
             .unwrap();

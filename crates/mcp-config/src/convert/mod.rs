@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::check::FileProblems;
 use crate::position::escape_pointer;
 use crate::spec::{
-    AuthSpec, BuiltinTools, ConfigWarning, ExchangeEndpoint, HttpSpec, LeftOut, OAuthSpec, StdioSpec,
-    TokenExchangeSpec, Transport,
+    AuthSpec, BuiltinTools, ConfigWarning, ExchangeEndpoint, HttpSpec, LeftOut, OAuthSpec,
+    StdioSpec, TokenExchangeSpec, Transport,
 };
 use crate::{
     Cloud, Dialect, Limits, PinMode, Scope, ServerEntry, ServerSpec, Template, TrustLevel,
@@ -298,7 +298,9 @@ fn entry(cx: &mut Cx<'_>, scope: Scope, dialect: Dialect, server: Server<'_>) ->
             ) {
                 (None, None) => value
                     .pointer("/auth/token_exchange")
-                    .and_then(|x| token_exchange(cx, name, &format!("{base}/auth/token_exchange"), x))
+                    .and_then(|x| {
+                        token_exchange(cx, name, &format!("{base}/auth/token_exchange"), x)
+                    })
                     .map(AuthSpec::TokenExchange),
                 (Some(s), _) => Some(AuthSpec::GoogleOAuth {
                     scopes: strings(Some(s)),
