@@ -135,7 +135,7 @@ async fn round(
                 return Err(Error::CallerToken {
                     server: server.to_owned(),
                     what: tool.to_owned(),
-                    error,
+                    error: Box::new(error),
                 });
             }
         }

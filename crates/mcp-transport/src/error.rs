@@ -201,7 +201,7 @@ pub enum Error {
         /// The server's name for the tool, or the request (`resources/read …`).
         what: String,
         /// Why there is no token, in the token source's words.
-        error: crate::AuthError,
+        error: Box<crate::AuthError>,
     },
     /// The server is being restarted and was not back within the call's timeout.
     #[error("server `{server}` is being restarted and was not back within {}; it {reason}", humanize(*after))]

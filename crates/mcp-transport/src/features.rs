@@ -462,9 +462,9 @@ impl Server {
             Some(live) if live.exchange.is_some() => Err(Error::CallerToken {
                 server: self.name().to_owned(),
                 what: what.to_owned(),
-                error: crate::AuthError::Other(
+                error: Box::new(crate::AuthError::Other(
                     "the server acts for each user (auth.token_exchange), and only its tools are called for a user; read its resources and prompts through its tools".to_owned(),
-                ),
+                )),
             }),
             _ => Ok(()),
         }
