@@ -1,5 +1,7 @@
 //! The fleet's state on a real PostgreSQL (a throwaway cluster per test).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -259,7 +259,8 @@ impl Cx<'_> {
         };
         let scheme = raw.split_once("://").map(|(scheme, _)| scheme);
         let postgres = matches!(scheme, Some("postgres" | "postgresql"));
-        if !postgres && !(template.has_placeholders() && raw.starts_with("${")) {
+        let placeholder = template.has_placeholders() && raw.starts_with("${");
+        if !(postgres || placeholder) {
             self.problem(
                 &pointer,
                 "the shared store must be a PostgreSQL URL (postgres://…)",
