@@ -382,11 +382,11 @@ mod tests {
 
     #[test]
     fn show_stat_is_read_by_column_name() {
-        let csv = "# pxname,svname,qcur,stot,status\n\
-            core_agent,FRONTEND,0,9,OPEN\n\
-            core_agent,replica1,0,4,UP\n\
-            core_agent,replica2,0,5,DOWN 1/2\n\
-            core_agent,BACKEND,0,9,UP\n";
+        let csv = "# pxname,svname,qcur,scur,stot,status\n\
+            core_agent,FRONTEND,0,3,9,OPEN\n\
+            core_agent,replica1,0,2,4,UP\n\
+            core_agent,replica2,0,1,5,DOWN 1/2\n\
+            core_agent,BACKEND,0,3,9,UP\n";
         let servers = parse_stat(csv);
         assert_eq!(servers.len(), 2);
         assert!(servers[0].is_up() && !servers[1].is_up());
@@ -394,6 +394,7 @@ mod tests {
             (servers[0].sessions, servers[1].status.as_str()),
             (4, "DOWN 1/2")
         );
+        assert_eq!((servers[0].current, servers[1].current), (2, 1));
     }
 
     /// A tiny HTTP server on 127.0.0.1 that answers every request with its
