@@ -75,6 +75,10 @@ pub struct HostOptions {
     /// process that continues them (a gateway's replicas); `None` keeps
     /// them in each session only.
     pub memory: Option<Arc<dyn crate::SessionMemory>>,
+    /// The pins shared by a fleet of processes, used instead of the
+    /// config's `mcp.lock` file (pinning stays off when the config pins
+    /// nothing); `None` uses the file.
+    pub pins: Option<Arc<dyn crate::PinStore>>,
 }
 
 /// Where the survey tools look, and how much they return.
@@ -143,6 +147,13 @@ impl HostOptions {
     /// the memory) recalls them.
     pub fn with_memory(mut self, memory: Option<Arc<dyn crate::SessionMemory>>) -> HostOptions {
         self.memory = memory;
+        self
+    }
+
+    /// Keeps the pins in `pins`, shared with the other processes of a
+    /// fleet, instead of the `mcp.lock` file.
+    pub fn with_pins(mut self, pins: Option<Arc<dyn crate::PinStore>>) -> HostOptions {
+        self.pins = pins;
         self
     }
 
@@ -310,8 +321,13 @@ impl Host {
         on_ready: &(dyn Fn(&Server, Option<&ServerSummary>) + Sync),
     ) -> Host {
         let entries = &config.servers;
+        let shared = options.pins.clone();
         let ready = |server: &Server| {
-            let catalog = summary_of(entries, server, config.lock.as_deref());
+            let pins = config.lock.as_deref().map(|path| match &shared {
+                Some(store) => crate::pin::Pins::Shared(store.as_ref()),
+                None => crate::pin::Pins::File(path),
+            });
+            let catalog = summary_of(entries, server, pins);
             on_ready(
                 server,
                 catalog.as_ref().and_then(|c| c.summary(server.name())),
@@ -362,8 +378,13 @@ impl Host {
         let ready: core_agent_mcp_transport::OnReady = {
             let entries = entries.clone();
             let lock = config.lock.clone();
+            let shared = options.pins.clone();
             Arc::new(move |server: &Server| {
-                let catalog = summary_of(&entries, server, lock.as_deref());
+                let pins = lock.as_deref().map(|path| match &shared {
+                    Some(store) => crate::pin::Pins::Shared(store.as_ref()),
+                    None => crate::pin::Pins::File(path),
+                });
+                let catalog = summary_of(&entries, server, pins);
                 on_ready(
                     server,
                     catalog.as_ref().and_then(|c| c.summary(server.name())),
@@ -599,7 +620,7 @@ impl Host {
         &self,
         discovered: &[(&Server, &ServerEntry, Vec<DiscoveredTool>)],
     ) -> core_agent_mcp_policy::Verdicts {
-        let Some(path) = &self.lock else {
+        let Some(pins) = self.pins() else {
             return Default::default();
         };
         let listed: Vec<crate::pin::Listed<'_>> = discovered
@@ -615,7 +636,7 @@ impl Host {
             })
             .collect();
         let _io = self.pin_io.lock();
-        let (verdicts, problem) = crate::pin::check(path, &listed);
+        let (verdicts, problem) = crate::pin::check(pins, &listed);
         if let Ok(mut slot) = self.pin_problem.lock() {
             *slot = problem;
         }
@@ -635,7 +656,7 @@ impl Host {
     /// so a tool quarantined under `pin: "strict"` is published again.
     pub fn trust(&self, server: &str, tool: Option<&str>) -> Result<Vec<crate::Trusted>> {
         let pin_error = |message: String| Error::Pin { message };
-        let Some(path) = &self.lock else {
+        let Some(pins) = self.pins() else {
             return Err(pin_error(
                 "this host pins nothing (its config names no mcp.lock)".to_owned(),
             ));
@@ -670,11 +691,43 @@ impl Host {
         }
         let report = {
             let _io = self.pin_io.lock();
-            crate::pin::trust(path, server, &tools, tool).map_err(pin_error)?
+            crate::pin::trust(pins, server, &tools, tool).map_err(pin_error)?
         };
+        self.pins_changed();
+        Ok(report)
+    }
+
+    /// Where this host's pins are: the shared ones when it has a
+    /// [`crate::PinStore`], else `mcp.lock`; `None` when it pins nothing.
+    pub(crate) fn pins(&self) -> Option<crate::pin::Pins<'_>> {
+        let path = self.lock.as_deref()?;
+        Some(match &self.options.pins {
+            Some(store) => crate::pin::Pins::Shared(store.as_ref()),
+            None => crate::pin::Pins::File(path),
+        })
+    }
+
+    /// The pins changed (here, by [`Host::trust`], or in another process
+    /// sharing them): the catalog is built again with them, and front ends
+    /// tell their clients the tools changed.
+    pub fn pins_changed(&self) {
         self.pin_epoch
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Ok(report)
+        self.servers.announce_change();
+    }
+
+    /// The tools of another process sharing this host's clients changed
+    /// (a replica behind the same balancer): front ends tell their clients
+    /// to list them again.
+    pub fn tools_changed_elsewhere(&self) {
+        self.servers.announce_change();
+    }
+
+    /// How many times this host's own servers changed their tools (not
+    /// counting [`Host::pins_changed`] and [`Host::tools_changed_elsewhere`]):
+    /// what a process tells the others sharing its clients.
+    pub fn changes_here(&self) -> u64 {
+        self.servers.changes_here()
     }
 
     /// The servers the config names but that were not started (disabled,
@@ -803,7 +856,7 @@ impl Published {
 pub(crate) fn summary_of(
     entries: &[ServerEntry],
     server: &Server,
-    lock: Option<&std::path::Path>,
+    pins: Option<crate::pin::Pins<'_>>,
 ) -> Option<Catalog> {
     if server.status() != Status::Connected {
         return None;
@@ -811,10 +864,10 @@ pub(crate) fn summary_of(
     let entry = entries.iter().find(|e| e.name == server.name())?;
     let listed = server.tools();
     let tools: Vec<DiscoveredTool> = listed.iter().map(discovered).collect();
-    let verdicts = match lock {
-        Some(path) if entry.spec.pin != core_agent_mcp_config::PinMode::Off => {
+    let verdicts = match pins {
+        Some(pins) if entry.spec.pin != core_agent_mcp_config::PinMode::Off => {
             let definitions: Vec<_> = listed.iter().map(crate::pin::definition).collect();
-            crate::pin::peek(path, server.name(), &definitions)
+            crate::pin::peek(pins, server.name(), &definitions)
         }
         _ => Default::default(),
     };

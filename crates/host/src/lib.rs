@@ -31,7 +31,7 @@ pub use llm::OpenAiSummarizer;
 pub use memory::{Fact, InMemory, MemoryError, Recalled, SessionMemory};
 pub use observe::{CallRecord, DigestedResult, Kind, Observer, Outcome, Verdict};
 pub use owners::Owners;
-pub use pin::Trusted;
+pub use pin::{PinStore, PinStoreError, Trusted};
 pub use report::{
     AuthReport, AuthStatus, BatchLine, ConfigReport, ConnectionReport, DoctorOptions, DoctorReport,
     FileReport, FindingReport, GoogleOAuthReport, LeftOutReport, LimitsReport, OAuthReport,

@@ -18,6 +18,8 @@ pub struct Servers {
     /// Bumped whenever a server's start ends, its tool list changes, or the
     /// servers stop.
     changed: Arc<tokio::sync::watch::Sender<u64>>,
+    /// How many of those bumps were [`Servers::announce_change`]s.
+    announced: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug)]
@@ -113,7 +115,11 @@ impl Servers {
                 }
             })
             .collect();
-        Servers { slots, changed }
+        Servers {
+            slots,
+            changed,
+            announced: Default::default(),
+        }
     }
 
     /// Waits until the start of each server in `names` has ended (names
@@ -191,6 +197,25 @@ impl Servers {
     /// versions mean equal tools.
     pub fn tools_version(&self) -> u64 {
         *self.changed.borrow()
+    }
+
+    /// Wakes the subscribers as if the tools had changed, for a change made
+    /// elsewhere (another process sharing the pins, or whose servers
+    /// changed their tools): the catalog is built again and front ends tell
+    /// their clients the list changed. Counted apart from the servers' own
+    /// changes ([`Servers::changes_here`]).
+    pub fn announce_change(&self) {
+        self.announced
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// How many times these servers' own tools changed: [`Servers::tools_version`]
+    /// without the [`Servers::announce_change`]s (what a process tells the
+    /// others that share its clients).
+    pub fn changes_here(&self) -> u64 {
+        self.tools_version()
+            .saturating_sub(self.announced.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// A receiver that wakes whenever [`Servers::tools_version`] changes.
