@@ -342,6 +342,15 @@ pub(crate) enum McpCommand {
         /// Print a JSON array of {tool, status, change}; status is new, changed, unchanged or removed.
         #[arg(long)]
         json: bool,
+        /// Accept into the pins a fleet shares in this PostgreSQL database
+        /// (every replica then serves the tool) instead of mcp.lock. Overrides gateway.store.
+        #[arg(
+            long,
+            value_name = "URL",
+            env = "CORE_AGENT_STORE",
+            hide_env_values = true
+        )]
+        store: Option<String>,
     },
 }
 

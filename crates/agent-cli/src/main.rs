@@ -128,9 +128,12 @@ async fn run(cli: Cli) -> u8 {
             timeout,
         }) => mcp::login::run(global, &name, no_browser, timeout).await,
         Command::Mcp(McpCommand::Logout { name }) => mcp::login::logout(global, &name),
-        Command::Mcp(McpCommand::Trust { server, tool, json }) => {
-            mcp::trust::run(global, &server, tool.as_deref(), json).await
-        }
+        Command::Mcp(McpCommand::Trust {
+            server,
+            tool,
+            json,
+            store,
+        }) => mcp::trust::run(global, &server, tool.as_deref(), json, store).await,
         Command::Config(ConfigCommand::Show { json }) => commands::config::show(global, json),
         Command::Config(ConfigCommand::Schema { dialect }) => {
             commands::config::schema(global, dialect)

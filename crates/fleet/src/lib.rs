@@ -3,10 +3,12 @@
 mod error;
 mod fleet;
 mod memory;
+mod pins;
 mod postgres;
 mod store;
 
 pub use error::{Error, Result, redact};
+pub use pins::{Listening, Notice};
 pub use postgres::{Options, Postgres, SCHEMA_VERSION};
 
 /// Now, in milliseconds since the Unix epoch, as the database keeps it.

@@ -14,7 +14,10 @@ use crate::error::{Error, Result, redact};
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// The migrations, in order: version `i + 1` is `MIGRATIONS[i]`.
-const MIGRATIONS: &[&str] = &[include_str!("migrations/0001_fleet.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("migrations/0001_fleet.sql"),
+    include_str!("migrations/0002_pins.sql"),
+];
 
 /// The advisory lock migrations run under ("core-agent" as a number), so
 /// that replicas starting together take turns.
@@ -68,6 +71,10 @@ pub struct Postgres {
 
 pub(crate) struct Inner {
     pub(crate) pool: Pool,
+    /// How to open a connection of its own (the one that listens).
+    pub(crate) config: tokio_postgres::Config,
+    /// This process among the fleet's, in the notices it sends.
+    pub(crate) replica: String,
     pub(crate) url: String,
     pub(crate) runtime: tokio::runtime::Handle,
     /// Stops the worker thread when the last clone is dropped.
@@ -101,7 +108,7 @@ impl Postgres {
         }
         let (handle, stop) = worker(&shown)?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -130,6 +137,8 @@ impl Postgres {
         Ok(Postgres {
             inner: Arc::new(Inner {
                 pool,
+                config,
+                replica: replica_id(),
                 url: shown,
                 runtime: handle,
                 _stop: stop,
@@ -193,6 +202,14 @@ impl Postgres {
             _ => wait(),
         }
     }
+}
+
+/// A name for this process among the fleet's: random, so two replicas on
+/// one host (or two runs) differ.
+fn replica_id() -> String {
+    let mut bytes = [0u8; 8];
+    let _ = getrandom::fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Starts the thread the pool's connections run on.

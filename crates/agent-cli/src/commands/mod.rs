@@ -8,6 +8,7 @@ pub(crate) mod man;
 pub(crate) mod mcp;
 pub(crate) mod raw;
 pub(crate) mod serve;
+pub(crate) mod store;
 pub(crate) mod supervise;
 pub(crate) mod tools;
 pub(crate) mod usage;

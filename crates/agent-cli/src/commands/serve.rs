@@ -119,7 +119,13 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     let env = config.dotenv.over_process();
     // Replicas share their state in PostgreSQL: the digest's payloads and
     // ledgers, the sessions' answers and plans, the MCP sessions.
-    let fleet = match shared_store(store, gateway_store, global, &env).await {
+    if global.session_db.is_some() && (store.is_some() || gateway_store.is_some()) {
+        eprintln!(
+            "core-agent: serve: --session-db and a shared store (--store, CORE_AGENT_STORE or gateway.store) both keep the session state; give one"
+        );
+        return USAGE;
+    }
+    let fleet = match super::store::shared_store(store, gateway_store, &env).await {
         Ok(fleet) => fleet,
         Err(code) => return code,
     };
@@ -128,6 +134,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
             digest.store = Arc::new(db.clone());
         }
         options.memory = Some(Arc::new(db.clone()));
+        options.pins = Some(Arc::new(db.clone()));
     }
     // Backends' elicitations and sampling go to the client whose call
     // caused them, and they see the clients' roots.
@@ -137,6 +144,9 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     options.start.roots = Some(elicitations.clone());
     // Clients connect at once; a slow server's tools appear when it is ready.
     let host = Arc::new(Host::launch(&config, &env, options, Arc::new(report_ready)));
+    // The other replicas' pins and tool changes reach this one's clients,
+    // and this one's tool changes reach theirs.
+    let _fleet_notices = fleet.as_ref().map(|db| super::store::follow(db, &host));
     let gateway = GatewayOptions::default()
         .with_mode(mode.map(ModeArg::mode))
         .with_cost_ceiling(global.cost_ceiling)
@@ -176,55 +186,6 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     let code = serve(host.clone(), gateway, args, &gateway_tokens, &mut stop).await;
     host.shutdown().await;
     code
-}
-
-/// The shared store: `--store` (or `CORE_AGENT_STORE`), else
-/// `gateway.store` with its placeholders expanded; connected and migrated.
-/// `Err` is the exit code, the reason printed.
-async fn shared_store(
-    flag: Option<String>,
-    configured: Option<String>,
-    global: &Global,
-    env: &dyn core_agent_mcp_config::Env,
-) -> Result<Option<core_agent_fleet::Postgres>, u8> {
-    let url = match (flag, configured) {
-        (Some(url), _) => url,
-        (None, Some(raw)) => {
-            let template = match core_agent_mcp_config::Template::parse(&raw) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("core-agent: serve: gateway.store: {e}");
-                    return Err(USAGE);
-                }
-            };
-            let missing = template.missing(env);
-            if !missing.is_empty() {
-                eprintln!(
-                    "core-agent: serve: gateway.store needs {} set in the environment (or the project's .env)",
-                    missing.join(", ")
-                );
-                return Err(USAGE);
-            }
-            template.expand(env).value
-        }
-        (None, None) => return Ok(None),
-    };
-    if global.session_db.is_some() {
-        eprintln!(
-            "core-agent: serve: --session-db and a shared store (--store, CORE_AGENT_STORE or gateway.store) both keep the session state; give one"
-        );
-        return Err(USAGE);
-    }
-    match core_agent_fleet::Postgres::connect(&url, core_agent_fleet::Options::default()).await {
-        Ok(db) => {
-            eprintln!("core-agent: shared store: {}", db.url());
-            Ok(Some(db))
-        }
-        Err(e) => {
-            eprintln!("core-agent: serve: {e}");
-            Err(FAILED)
-        }
-    }
 }
 
 /// Runs the gateway until the client closes stdin (stdio) or a signal
@@ -438,7 +399,7 @@ async fn serve_metrics(
 }
 
 /// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

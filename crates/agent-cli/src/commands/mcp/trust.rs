@@ -9,7 +9,13 @@ use crate::signals::StopSignals;
 use crate::term::Screen;
 use crate::{FAILED, USAGE};
 
-pub(crate) async fn run(global: &Global, server: &str, tool: Option<&str>, json: bool) -> u8 {
+pub(crate) async fn run(
+    global: &Global,
+    server: &str,
+    tool: Option<&str>,
+    json: bool,
+    store: Option<String>,
+) -> u8 {
     let Some(setup) = Setup::new(global) else {
         return USAGE;
     };
@@ -17,7 +23,8 @@ pub(crate) async fn run(global: &Global, server: &str, tool: Option<&str>, json:
     let screen = Screen::new(false);
     let Launch {
         config,
-        options,
+        mut options,
+        gateway_store,
         mut stop,
         ..
     } = match Launch::new(global, &setup, &screen) {
@@ -25,6 +32,13 @@ pub(crate) async fn run(global: &Global, server: &str, tool: Option<&str>, json:
         Err(code) => return code,
     };
     let env = config.dotenv.over_process();
+    // A fleet's pins are the shared ones: accepting a tool here accepts it
+    // on every replica.
+    match crate::commands::store::shared_store(store, gateway_store, &env).await {
+        Ok(Some(db)) => options.pins = Some(std::sync::Arc::new(db)),
+        Ok(None) => {}
+        Err(code) => return code,
+    }
     trust(&config, &env, options, server, tool, json, &mut stop).await
 }
 
