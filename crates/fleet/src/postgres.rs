@@ -102,6 +102,12 @@ impl Postgres {
             url: shown.clone(),
             message: e.to_string(),
         })?;
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err(Error::BadUrl {
+                url: shown,
+                message: "it asks for TLS (sslmode=require), which core-agent does not speak to PostgreSQL".to_owned(),
+            });
+        }
         config.connect_timeout(options.timeout);
         if config.get_application_name().is_none() {
             config.application_name("core-agent");
