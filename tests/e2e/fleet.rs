@@ -511,6 +511,24 @@ async fn a_fleet_serves_any_request_from_any_replica() {
         Err(Failed::Fatal(why)) if why.contains("asked")
     ));
 
+    // `/sessions` lists the fleet's sessions, each replica's own marked.
+    let sessions: Value = http()
+        .get(format!("http://{}/sessions", replicas[1].addr))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let shared = sessions["fleet"].as_array().expect("a fleet list");
+    let mine = shared
+        .iter()
+        .find(|s| s["id"].as_str() == alice.session.as_deref())
+        .unwrap_or_else(|| panic!("alice's session is not listed: {sessions:#}"));
+    assert_eq!(mine["caller"], "alice");
+    assert_eq!(mine["here"], true, "replica 1 continued it");
+
     // Through the balancer, 2026-07-28 requests land anywhere.
     let stateless = Client::new(url, BOB, STATELESS);
     let mut seen = std::collections::BTreeSet::new();

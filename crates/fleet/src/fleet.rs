@@ -41,39 +41,45 @@ impl Fleet for Postgres {
         Box::pin(async move {
             let rows = self
                 .rows(
-                    "SELECT owner, caller, trust_level, started_ms, used_ms, initialize
+                    "SELECT owner, caller, trust_level, started_ms, used_ms, initialize, calls
                      FROM mcp_sessions WHERE id = $1",
                     vec![Box::new(id.to_owned())],
                 )
                 .await?;
-            let Some(row) = rows.first() else {
-                return Ok(None);
-            };
-            let level: &str = row.get(2);
-            let Some(trust_level) = TrustLevel::parse(level) else {
-                return Err(format!("session {id} has an unknown trust level `{level}`").into());
-            };
-            let initialize: serde_json::Value = serde_json::from_str(row.get::<_, &str>(5))?;
-            let mut session = SharedSession::new(
-                row.get::<_, String>(0),
-                row.get::<_, String>(1),
-                trust_level,
-                initialize,
-            );
-            session.started_ms = u64::try_from(row.get::<_, i64>(3)).unwrap_or(0);
-            session.used_ms = u64::try_from(row.get::<_, i64>(4)).unwrap_or(0);
-            Ok(Some(session))
+            rows.first().map(shared).transpose()
         })
     }
 
-    fn touch<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), FleetError>> {
+    fn touch<'a>(&'a self, id: &'a str, calls: u64) -> BoxFuture<'a, Result<(), FleetError>> {
         Box::pin(async move {
             self.rows(
-                "UPDATE mcp_sessions SET used_ms = greatest(used_ms, $2) WHERE id = $1",
-                vec![Box::new(id.to_owned()), Box::new(crate::now_ms())],
+                "UPDATE mcp_sessions SET used_ms = greatest(used_ms, $2), calls = calls + $3 WHERE id = $1",
+                vec![
+                    Box::new(id.to_owned()),
+                    Box::new(crate::now_ms()),
+                    Box::new(i64::try_from(calls).unwrap_or(i64::MAX)),
+                ],
             )
             .await?;
             Ok(())
+        })
+    }
+
+    fn list(
+        &self,
+        limit: usize,
+    ) -> BoxFuture<'_, Result<Vec<(String, SharedSession)>, FleetError>> {
+        Box::pin(async move {
+            let rows = self
+                .rows(
+                    "SELECT owner, caller, trust_level, started_ms, used_ms, initialize, calls, id
+                     FROM mcp_sessions ORDER BY used_ms DESC LIMIT $1",
+                    vec![Box::new(i64::try_from(limit).unwrap_or(i64::MAX))],
+                )
+                .await?;
+            rows.iter()
+                .map(|row| Ok((row.get::<_, String>(7), shared(row)?)))
+                .collect()
         })
     }
 
@@ -87,4 +93,24 @@ impl Fleet for Postgres {
             Ok(())
         })
     }
+}
+
+/// A row of `mcp_sessions` (owner, caller, trust_level, started_ms,
+/// used_ms, initialize, calls, …).
+fn shared(row: &tokio_postgres::Row) -> Result<SharedSession, FleetError> {
+    let level: &str = row.get(2);
+    let Some(trust_level) = TrustLevel::parse(level) else {
+        return Err(format!("a shared session has an unknown trust level `{level}`").into());
+    };
+    let initialize: serde_json::Value = serde_json::from_str(row.get::<_, &str>(5))?;
+    let mut session = SharedSession::new(
+        row.get::<_, String>(0),
+        row.get::<_, String>(1),
+        trust_level,
+        initialize,
+    );
+    session.started_ms = u64::try_from(row.get::<_, i64>(3)).unwrap_or(0);
+    session.used_ms = u64::try_from(row.get::<_, i64>(4)).unwrap_or(0);
+    session.calls = u64::try_from(row.get::<_, i64>(6)).unwrap_or(0);
+    Ok(session)
 }

@@ -106,8 +106,14 @@ async fn replicas_share_payloads_answers_plans_sessions_and_the_secret() {
     let found = two.find("m1").await.unwrap().expect("shared");
     assert_eq!(found, session);
     tokio::time::sleep(Duration::from_millis(5)).await;
-    two.touch("m1").await.unwrap();
-    assert!(one.find("m1").await.unwrap().unwrap().used_ms > session.used_ms);
+    two.touch("m1", 3).await.unwrap();
+    one.touch("m1", 2).await.unwrap();
+    let used = one.find("m1").await.unwrap().unwrap();
+    assert!(used.used_ms > session.used_ms);
+    assert_eq!(used.calls, 5, "each replica adds its calls");
+    let listed = two.list(10).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0].0.as_str(), listed[0].1.calls), ("m1", 5));
     two.close("m1").await.unwrap();
     assert!(one.find("m1").await.unwrap().is_none());
 }

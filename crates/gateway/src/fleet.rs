@@ -31,8 +31,12 @@ pub struct SharedSession {
     /// When it was opened, in milliseconds since the Unix epoch.
     pub started_ms: u64,
     /// When a replica last served it, in milliseconds since the Unix epoch
-    /// (kept to within a quarter of the idle timeout).
+    /// (kept to within 5 s).
     pub used_ms: u64,
+    /// Tool calls it made, on every replica (each replica adds its own
+    /// when it marks the session used, at most every 5 s, so the calls of
+    /// the last seconds before the session went quiet may be missing).
+    pub calls: u64,
     /// The client's `initialize` parameters, as JSON.
     pub initialize: serde_json::Value,
 }
@@ -52,6 +56,7 @@ impl SharedSession {
             trust_level,
             started_ms: now,
             used_ms: now,
+            calls: 0,
             initialize,
         }
     }
@@ -78,8 +83,11 @@ pub trait Fleet: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), FleetError>>;
     /// Session `id`, unless it is unknown or was closed.
     fn find<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<SharedSession>, FleetError>>;
-    /// Marks session `id` used now.
-    fn touch<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), FleetError>>;
+    /// Marks session `id` used now, and adds `calls` to its calls.
+    fn touch<'a>(&'a self, id: &'a str, calls: u64) -> BoxFuture<'a, Result<(), FleetError>>;
+    /// The sessions used most recently, at most `limit`, newest first.
+    fn list(&self, limit: usize)
+    -> BoxFuture<'_, Result<Vec<(String, SharedSession)>, FleetError>>;
     /// Forgets session `id`: its client closed it.
     fn close<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), FleetError>>;
 }
@@ -90,14 +98,20 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// How often a replica marks a session it serves used in the shared store,
+/// at most: a session's calls there are counted to within this much of its
+/// last use.
+const TOUCH_EVERY: Duration = Duration::from_secs(5);
+
 /// rmcp's session store over a [`Fleet`]: what rmcp persists after a
 /// handshake is recorded with the caller who opened it, and a restore
 /// finds only a live session (the guard checked its owner first).
 pub(crate) struct Sessions {
     fleet: Arc<dyn Fleet>,
     idle: Duration,
-    /// When each session was last marked used from here.
-    touched: Mutex<HashMap<String, Instant>>,
+    /// When each session was last marked used from here, and how many of
+    /// its calls here were counted then.
+    touched: Mutex<HashMap<String, (Instant, u64)>>,
 }
 
 impl std::fmt::Debug for Sessions {
@@ -124,33 +138,44 @@ impl Sessions {
         Ok(found.filter(|s| now_ms().saturating_sub(s.used_ms) <= idle))
     }
 
-    /// Marks `id` used, at most once per quarter of the idle timeout from
-    /// this replica, off the request's path.
-    pub(crate) fn touch(&self, id: &str) {
+    /// Marks `id` used, with the calls it made here since (`calls` tells
+    /// how many it made here in all), at most once per [`TOUCH_EVERY`] (or
+    /// a quarter of the idle timeout, when shorter) from this replica, off
+    /// the request's path.
+    pub(crate) fn touch(&self, id: &str, calls: impl FnOnce() -> u64) {
         let now = Instant::now();
-        let every = (self.idle / 4).max(Duration::from_secs(1));
-        {
+        let every = (self.idle / 4).clamp(Duration::from_secs(1), TOUCH_EVERY);
+        let added = {
             let mut touched = self.touched.lock().unwrap_or_else(PoisonError::into_inner);
-            if touched
-                .get(id)
-                .is_some_and(|at| now.duration_since(*at) < every)
-            {
-                return;
-            }
+            let counted = match touched.get(id) {
+                Some((at, _)) if now.duration_since(*at) < every => return,
+                Some((_, counted)) => *counted,
+                None => 0,
+            };
             // Bounded: entries older than the idle timeout go first.
             if touched.len() >= 4096 {
                 let idle = self.idle;
-                touched.retain(|_, at| now.duration_since(*at) < idle);
+                touched.retain(|_, (at, _)| now.duration_since(*at) < idle);
             }
-            touched.insert(id.to_owned(), now);
-        }
+            let calls = calls();
+            touched.insert(id.to_owned(), (now, calls.max(counted)));
+            calls.saturating_sub(counted)
+        };
         let fleet = self.fleet.clone();
         let id = id.to_owned();
         tokio::spawn(async move {
-            if let Err(e) = fleet.touch(&id).await {
+            if let Err(e) = fleet.touch(&id, added).await {
                 tracing::warn!("cannot mark session {id} used in the shared store: {e}");
             }
         });
+    }
+
+    /// The sessions used most recently, newest first.
+    pub(crate) async fn list(
+        &self,
+        limit: usize,
+    ) -> Result<Vec<(String, SharedSession)>, FleetError> {
+        self.fleet.list(limit).await
     }
 
     /// Forgets `id` everywhere (its client closed it).

@@ -465,7 +465,8 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         }
     }
     if let (Some(id), Some(fleet)) = (&session, &state.fleet) {
-        fleet.touch(id);
+        let registry = &state.gateway.inner.registry;
+        fleet.touch(id, || registry.get(id).map_or(0, |s| s.calls));
     }
     request.extensions_mut().insert(caller.clone());
     // Only a POST without a session id can open one (`initialize`); a
@@ -701,6 +702,27 @@ struct SessionList {
     sessions: Vec<SessionInfo>,
     /// Sessions known only from `--session-db` (earlier runs), creator only.
     stored: Vec<String>,
+    /// With a fleet: the sessions every replica shares, most recently used
+    /// first (at most [`FLEET_LISTED`]); the caller's own, or all for a creator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<Vec<FleetSession>>,
+}
+
+/// Sessions of the fleet `GET /sessions` lists, at most.
+const FLEET_LISTED: usize = 1000;
+
+/// A session as the fleet shares it, in `GET /sessions`.
+#[derive(Debug, Serialize)]
+struct FleetSession {
+    id: String,
+    caller: String,
+    owner: String,
+    trust_level: &'static str,
+    started_ms: u64,
+    used_ms: u64,
+    calls: u64,
+    /// Whether this replica holds it now.
+    here: bool,
 }
 
 async fn list_sessions(
@@ -733,7 +755,46 @@ async fn list_sessions(
     } else {
         Vec::new()
     };
-    Json(SessionList { sessions, stored }).into_response()
+    let fleet = match &state.fleet {
+        Some(fleet) => match fleet.list(FLEET_LISTED).await {
+            Ok(shared) => Some(
+                shared
+                    .into_iter()
+                    .filter(|(_, s)| {
+                        caller.trust_level == TrustLevel::Creator || s.owner == caller.owner()
+                    })
+                    .map(|(id, s)| FleetSession {
+                        here: state.sessions.owner(&id).is_some(),
+                        id,
+                        caller: s.caller,
+                        owner: s.owner,
+                        trust_level: s.trust_level.as_str(),
+                        started_ms: s.started_ms,
+                        used_ms: s.used_ms,
+                        calls: s.calls,
+                    })
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!("cannot list the fleet's sessions: {e}");
+                let mut response = problem(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the shared store cannot be reached to list the fleet's sessions; retry shortly",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
+                return response;
+            }
+        },
+        None => None,
+    };
+    Json(SessionList {
+        sessions,
+        stored,
+        fleet,
+    })
+    .into_response()
 }
 
 /// The usage of session `id`, when `caller` may read it.

@@ -4,3 +4,6 @@ CREATE TABLE pin_locks (
     text    text NOT NULL,
     version bigint NOT NULL
 );
+-- Each MCP session's tool calls, added by every replica that served it.
+ALTER TABLE mcp_sessions ADD COLUMN calls bigint NOT NULL DEFAULT 0;
+CREATE INDEX mcp_sessions_used ON mcp_sessions (used_ms DESC);
