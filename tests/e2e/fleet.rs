@@ -423,7 +423,7 @@ async fn fleet(cluster: &Postgres) -> (Project, Vec<Replica>, Haproxy) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fleet_serves_any_request_from_any_replica() {
     let cluster = Postgres::new();
-    let (_p, replicas, balancer) = fleet(&cluster).await;
+    let (p, replicas, balancer) = fleet(&cluster).await;
     let url = balancer.url("/mcp");
     let direct: Vec<String> = replicas.iter().map(Replica::url).collect();
 
@@ -463,6 +463,25 @@ async fn a_fleet_serves_any_request_from_any_replica() {
         .await
         .unwrap();
     assert!(text(&raw).contains("SKU-0042"), "{raw}");
+
+    // The operator reads it from the store too.
+    let out = p
+        .command(&[
+            "raw",
+            &call_id,
+            "--pointer",
+            "/items/41/sku",
+            "--store",
+            &cluster.url(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "\"SKU-0042\"");
 
     // Another user is refused it, on every replica.
     for at in &direct {
@@ -669,23 +688,32 @@ async fn a_replica_killed_mid_run_costs_only_its_calls_in_flight() {
         failures <= on_killed,
         "{failures} calls failed; only the {on_killed} in flight on the replica that died may"
     );
-    // Every payload is read back, by its owner only, through the survivors.
+    // Every payload is read back through a survivor, by its owner only.
     assert_eq!(payloads.len(), CLIENTS * CALLS / 10);
     let survivors = [replicas[0].url(), replicas[2].url()];
-    for (n, (id, owner)) in payloads.iter().enumerate().step_by(25) {
-        let other = if *owner == ALICE { BOB } else { ALICE };
-        let at = survivors[n % 2].clone();
-        let owner_client = Client::new(at.clone(), owner, STATELESS);
-        let raw = owner_client
-            .call(1, "retrieve_raw", json!({"call_id": id}))
-            .await
-            .unwrap();
-        assert!(text(&raw).contains("SKU-0042"), "{id}: {raw}");
-        let refused = Client::new(at, other, STATELESS)
-            .call(2, "retrieve_raw", json!({"call_id": id}))
-            .await
-            .unwrap();
-        assert_eq!(refused["isError"], true, "{id}: {refused}");
+    let reads: Vec<_> = payloads
+        .iter()
+        .enumerate()
+        .map(|(n, (id, owner))| {
+            let at = survivors[n % 2].clone();
+            let (id, owner) = (id.clone(), *owner);
+            tokio::spawn(async move {
+                let raw = Client::new(at.clone(), owner, STATELESS)
+                    .call(1, "retrieve_raw", json!({"call_id": id}))
+                    .await
+                    .unwrap();
+                assert!(text(&raw).contains("SKU-0042"), "{id}: {raw}");
+                let other = if owner == ALICE { BOB } else { ALICE };
+                let refused = Client::new(at, other, STATELESS)
+                    .call(2, "retrieve_raw", json!({"call_id": id}))
+                    .await
+                    .unwrap();
+                assert_eq!(refused["isError"], true, "{id}: {refused}");
+            })
+        })
+        .collect();
+    for read in reads {
+        read.await.unwrap();
     }
     eprintln!(
         "fleet: {} calls, {failures} retried after the kill ({on_killed} were in flight on the killed replica, {flying} in all)",

@@ -136,12 +136,28 @@ pub(crate) enum Command {
         /// Print only the part at this JSON pointer (such as /items/42).
         #[arg(long)]
         pointer: Option<String>,
+        /// Read it from a fleet's shared store (PostgreSQL) instead of --session-db.
+        #[arg(
+            long,
+            value_name = "URL",
+            env = "CORE_AGENT_STORE",
+            hide_env_values = true
+        )]
+        store: Option<String>,
     },
     /// Print a session's digest telemetry, from `--session-db`.
     Usage {
         /// Print JSON: {"session", "digest_methods", "digest_savings"}.
         #[arg(long)]
         json: bool,
+        /// Read it from a fleet's shared store (PostgreSQL) instead of --session-db.
+        #[arg(
+            long,
+            value_name = "URL",
+            env = "CORE_AGENT_STORE",
+            hide_env_values = true
+        )]
+        store: Option<String>,
     },
     /// Serve every configured server's tools as one MCP server: on stdin/stdout
     /// (one client), or over streamable HTTP with --http (many clients).

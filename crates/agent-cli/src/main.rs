@@ -140,10 +140,12 @@ async fn run(cli: Cli) -> u8 {
         }
         Command::Tools { json } => commands::tools::run(global, json).await,
         Command::Call(call) => commands::call::run(global, call).await,
-        Command::Raw { call_id, pointer } => {
-            commands::raw::run(global, &call_id, pointer.as_deref())
-        }
-        Command::Usage { json } => commands::usage::run(global, json),
+        Command::Raw {
+            call_id,
+            pointer,
+            store,
+        } => commands::raw::run(global, &call_id, pointer.as_deref(), store).await,
+        Command::Usage { json, store } => commands::usage::run(global, json, store).await,
         Command::Serve(serve) => commands::serve::run(global, serve).await,
         Command::DemoServer => commands::demo_server::run().await,
         Command::Completions { shell } => commands::completions::run(shell),

@@ -19,14 +19,36 @@ use core_agent_digest::SqliteStore;
 
 use crate::{FAILED, USAGE};
 
+/// Where `raw` and `usage` read: the session database, else a fleet's
+/// shared store (`--store`, `CORE_AGENT_STORE`).
+async fn open_store(
+    path: Option<&Path>,
+    shared: Option<String>,
+) -> Result<Box<dyn core_agent_digest::Store>, u8> {
+    match (path, shared) {
+        (Some(path), _) => Ok(Box::new(open_db(path)?)),
+        (None, Some(url)) => {
+            match core_agent_fleet::Postgres::connect(&url, core_agent_fleet::Options::default())
+                .await
+            {
+                Ok(db) => Ok(Box::new(db)),
+                Err(e) => {
+                    eprintln!("core-agent: {e}");
+                    Err(FAILED)
+                }
+            }
+        }
+        (None, None) => {
+            eprintln!(
+                "core-agent: pass --session-db PATH (or --store URL for a fleet's store): raw payloads and telemetry are only kept in a session database"
+            );
+            Err(USAGE)
+        }
+    }
+}
+
 /// The session database of `raw` and `usage`, which only read it.
-fn open_db(path: Option<&Path>) -> Result<SqliteStore, u8> {
-    let Some(path) = path else {
-        eprintln!(
-            "core-agent: pass --session-db PATH: raw payloads and telemetry are only kept in a session database"
-        );
-        return Err(USAGE);
-    };
+fn open_db(path: &Path) -> Result<SqliteStore, u8> {
     if !path.exists() {
         eprintln!(
             "core-agent: {} does not exist; it is created by a run with --session-db",

@@ -1,18 +1,21 @@
-//! `core-agent raw`: a digested result's raw payload, from `--session-db`.
+//! `core-agent raw`: a digested result's raw payload, from `--session-db` or a fleet's shared store (`--store`).
 
-use core_agent_digest::Store;
-
-use super::open_db;
+use super::open_store;
 use crate::cli::Global;
 use crate::setup::Setup;
 use crate::{FAILED, USAGE};
 
-pub(crate) fn run(global: &Global, call_id: &str, pointer: Option<&str>) -> u8 {
+pub(crate) async fn run(
+    global: &Global,
+    call_id: &str,
+    pointer: Option<&str>,
+    store: Option<String>,
+) -> u8 {
     // Bad --start-timeout or --call-timeout values are refused here too.
     if Setup::new(global).is_none() {
         return USAGE;
     }
-    let store = match open_db(global.session_db.as_deref()) {
+    let store = match open_store(global.session_db.as_deref(), store).await {
         Ok(s) => s,
         Err(code) => return code,
     };

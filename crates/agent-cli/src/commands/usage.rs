@@ -1,20 +1,19 @@
-//! `core-agent usage`: a session's digest telemetry, from `--session-db`.
+//! `core-agent usage`: a session's digest telemetry, from `--session-db` or a fleet's shared store (`--store`).
 
-use core_agent_digest::Store;
 use core_agent_host::UsageReport;
 
-use super::open_db;
+use super::open_store;
 use crate::cli::Global;
 use crate::render::{count, print_json};
 use crate::setup::Setup;
 use crate::{FAILED, USAGE};
 
-pub(crate) fn run(global: &Global, json: bool) -> u8 {
+pub(crate) async fn run(global: &Global, json: bool, store: Option<String>) -> u8 {
     // Bad --start-timeout or --call-timeout values are refused here too.
     if Setup::new(global).is_none() {
         return USAGE;
     }
-    let store = match open_db(global.session_db.as_deref()) {
+    let store = match open_store(global.session_db.as_deref(), store).await {
         Ok(s) => s,
         Err(code) => return code,
     };
