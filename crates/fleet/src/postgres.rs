@@ -192,6 +192,13 @@ impl Postgres {
         &self,
         work: impl Future<Output = Result<T>> + Send + 'static,
     ) -> Result<T> {
+        if ON_WORKER.with(std::cell::Cell::get) {
+            // Waiting here would wait for this very thread.
+            return Err(Error::Query {
+                url: self.inner.url.clone(),
+                message: "a synchronous call was made from the database's own thread".to_owned(),
+            });
+        }
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         self.inner.runtime.spawn(async move {
             let _ = tx.send(work.await);
@@ -208,6 +215,11 @@ impl Postgres {
             _ => wait(),
         }
     }
+}
+
+thread_local! {
+    /// Set on the thread the pool runs on.
+    static ON_WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// A name for this process among the fleet's: random, so two replicas on
@@ -232,6 +244,7 @@ fn worker(url: &str) -> Result<(tokio::runtime::Handle, tokio::sync::oneshot::Se
     std::thread::Builder::new()
         .name("core-agent-postgres".to_owned())
         .spawn(move || {
+            ON_WORKER.with(|on| on.set(true));
             runtime.block_on(async move {
                 let _ = stopped.await;
             });
