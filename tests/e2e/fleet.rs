@@ -570,6 +570,12 @@ async fn a_fleet_serves_any_request_from_any_replica() {
         .await
         .unwrap();
     assert!(text(&echo).contains("still"), "{echo}");
+    let sessionless = Client::new(direct[2].clone(), BOB, STATELESS);
+    let echo = sessionless
+        .call(63, "load_echo", json!({"text": "too"}))
+        .await
+        .unwrap();
+    assert!(text(&echo).contains("too"), "{echo}");
     cluster.start();
     let deadline = Instant::now() + PATIENCE;
     loop {
