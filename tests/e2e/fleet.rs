@@ -397,6 +397,18 @@ fn call_id_of(result: &Value) -> String {
         .to_owned()
 }
 
+/// HAProxy over `addrs`, checking each every second and waiting up to 5 s
+/// for an answer: on two busy cores a debug replica may take longer than
+/// the fixture's 200 ms to say it is ready, and a replica wrongly marked
+/// down would turn requests away with 503. A killed replica refuses
+/// connections at once, and those are sent to another.
+fn balancer(addrs: &[SocketAddr]) -> Haproxy {
+    Haproxy::builder(addrs)
+        .check_interval(Duration::from_secs(1))
+        .backend_line("timeout check 5s")
+        .start()
+}
+
 /// Three replicas on one cluster, behind HAProxy.
 async fn fleet(cluster: &Postgres) -> (Project, Vec<Replica>, Haproxy) {
     let p = project(cluster);
@@ -408,7 +420,7 @@ async fn fleet(cluster: &Postgres) -> (Project, Vec<Replica>, Haproxy) {
         replica.wait_ready().await;
     }
     let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
-    let balancer = Haproxy::start(&addrs);
+    let balancer = balancer(&addrs);
     let deadline = Instant::now() + PATIENCE;
     while !balancer.servers().iter().all(|s| s.is_up()) {
         assert!(
@@ -853,4 +865,156 @@ async fn pins_and_tool_changes_reach_every_replica() {
         .expect("A's client never heard that B's tools changed")
         .unwrap();
     let _ = listener.cancel().await;
+}
+
+/// Two replicas write their audit trails into the store
+/// (`"audit": {"store": true}`): one SQL query sees the decisions taken on
+/// both, each under its caller and the replica that took it, every line as
+/// the documented schema says, and no secret in any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_replicas_write_one_audit_trail_into_the_store() {
+    let cluster = Postgres::new();
+    let p = project(&cluster);
+    let path = p.path().join(".agents/config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["gateway"]["audit"] = json!({"store": true, "arguments": true});
+    p.write(".agents/config.json", &config.to_string());
+    let replicas = [Replica::start(&p), Replica::start(&p)];
+    for replica in &replicas {
+        replica.wait_ready().await;
+        assert!(
+            replica
+                .stderr()
+                .contains("audit trail: the shared store, table audit_lines"),
+            "{}",
+            replica.stderr()
+        );
+    }
+    let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
+    let balancer = balancer(&addrs);
+    let deadline = Instant::now() + PATIENCE;
+    while !balancer.servers().iter().all(|s| s.is_up()) {
+        assert!(
+            Instant::now() < deadline,
+            "HAProxy never saw the replicas up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Alice through the first replica, bob through the second, then bob
+    // through the balancer (round robin: two calls on each).
+    let alice = Client::new(replicas[0].url(), ALICE, STATELESS);
+    alice
+        .call(
+            1,
+            "load_echo",
+            json!({"text": "a", "password": "hunter2-e2e"}),
+        )
+        .await
+        .unwrap();
+    let bob = Client::new(replicas[1].url(), BOB, STATELESS);
+    bob.call(2, "load_echo", json!({"text": "b"}))
+        .await
+        .unwrap();
+    let _ = bob
+        .send(
+            3,
+            "tools/call",
+            json!({"name": "demo_nope", "arguments": {}}),
+            None,
+        )
+        .await;
+    let through = Client::new(balancer.url("/mcp"), BOB, STATELESS);
+    for i in 0..4 {
+        through
+            .call(10 + i, "load_echo", json!({"text": format!("lb{i}")}))
+            .await
+            .unwrap();
+    }
+    let refused = Client::new(replicas[1].url(), "not-a-token-0123456789abcdef", STATELESS)
+        .call(4, "load_echo", json!({"text": "x"}))
+        .await;
+    assert!(
+        matches!(refused, Err(Failed::Fatal(ref why)) if why.contains("401")),
+        "{refused:?}"
+    );
+
+    // The lines reach the table within moments of the calls.
+    let deadline = Instant::now() + PATIENCE;
+    while cluster.psql("SELECT count(*) FROM audit_lines") != "8" {
+        assert!(
+            Instant::now() < deadline,
+            "the lines did not reach the store: {}",
+            cluster.psql("SELECT replica, line FROM audit_lines ORDER BY id")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pids: Vec<String> = replicas
+        .iter()
+        .map(|r| format!(":{}", r.child.id()))
+        .collect();
+    let rows = cluster.psql(
+        "SELECT replica, coalesce(caller, '-'), event, coalesce(line->>'name', '-'), decision, coalesce(line#>>'{arguments,text}', '-') \
+         FROM audit_lines ORDER BY id",
+    );
+    let rows: Vec<Vec<&str>> = rows.lines().map(|l| l.split('|').collect()).collect();
+    let on = |row: &Vec<&str>| {
+        pids.iter()
+            .position(|pid| row[0].ends_with(pid.as_str()))
+            .unwrap_or_else(|| panic!("{row:?} names no replica of {pids:?}"))
+    };
+    let find = |text: &str| {
+        rows.iter()
+            .find(|r| r[5] == text)
+            .unwrap_or_else(|| panic!("no line of {text}: {rows:?}"))
+    };
+    let a = find("a");
+    assert_eq!(
+        (on(a), a[1], a[2], a[3], a[4]),
+        (0, "alice", "call", "load_echo", "allow")
+    );
+    let b = find("b");
+    assert_eq!((on(b), b[1], b[4]), (1, "bob", "allow"));
+    let nope = rows.iter().find(|r| r[3] == "demo_nope").unwrap();
+    assert_eq!((on(nope), nope[1], nope[4]), (1, "bob", "unknown"));
+    let balanced: Vec<usize> = (0..4).map(|i| on(find(&format!("lb{i}")))).collect();
+    assert!(
+        balanced.contains(&0) && balanced.contains(&1),
+        "the balancer's calls landed on {balanced:?}"
+    );
+    let sign_in = rows.iter().find(|r| r[2] == "sign_in").unwrap();
+    assert_eq!((on(sign_in), sign_in[1], sign_in[4]), (1, "-", "refused"));
+    // One query per caller, over the whole fleet.
+    assert_eq!(
+        cluster.psql("SELECT caller, count(DISTINCT replica), count(*) FROM audit_lines WHERE event = 'call' GROUP BY caller ORDER BY caller"),
+        "alice|1|1\nbob|2|6"
+    );
+
+    // Every line as documented; no secret in any.
+    let schema: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            core_agent_e2e::root().join("docs/schemas/audit-line.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let text = cluster.psql("SELECT line FROM audit_lines ORDER BY id");
+    for line in text.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        let errors: Vec<String> = validator
+            .iter_errors(&line)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{line} breaks the documented schema: {errors:?}"
+        );
+    }
+    for secret in [ALICE, BOB, "hunter2-e2e", "not-a-token-0123456789abcdef"] {
+        assert!(
+            !text.contains(secret),
+            "the trail holds {secret:?}:\n{text}"
+        );
+    }
+    assert!(text.contains("\"password\": \"[redacted]\""), "{text}");
 }

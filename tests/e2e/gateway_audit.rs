@@ -183,7 +183,8 @@ async fn every_decision_is_one_line_and_no_line_holds_a_secret() {
 }
 
 /// `--audit-log` overrides the file; a directory that does not exist stops
-/// the gateway at start, naming the file.
+/// the gateway at start, naming the file; so does a trail into the shared
+/// store when there is none.
 #[test]
 fn an_audit_log_that_cannot_be_opened_stops_the_start_naming_it() {
     let p = project();
@@ -209,6 +210,21 @@ fn an_audit_log_that_cannot_be_opened_stops_the_start_naming_it() {
     ]);
     run.expect_code(2);
     assert!(run.stderr.contains("stdout"), "{}", run.stderr);
+    // Into the shared store, without one.
+    let run = p.run(&[
+        "--agents-dir",
+        &p.path().join(".agents").display().to_string(),
+        "serve",
+        "--audit-store",
+    ]);
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains("the audit trail is to go into the shared store")
+            && run.stderr.contains("--store"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// A tool a strict pin quarantined is refused, and the trail says why.

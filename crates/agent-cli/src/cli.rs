@@ -263,6 +263,10 @@ pub(crate) struct ServeCommand {
     /// (HTTP only: on stdio, stdout is the MCP channel). Overrides gateway.audit's path.
     #[arg(long, value_name = "FILE")]
     pub(crate) audit_log: Option<std::path::PathBuf>,
+    /// Write the audit trail into the shared store (--store), table
+    /// audit_lines, one trail for every replica. Overrides gateway.audit's path.
+    #[arg(long, conflicts_with = "audit_log")]
+    pub(crate) audit_store: bool,
     /// Also serve the Prometheus metrics, GET /metrics without a token, on a
     /// listener of their own at this address, such as 127.0.0.1:9464 (with
     /// --http they are also at /metrics on the gateway's listener, behind the token).

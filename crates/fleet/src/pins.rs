@@ -59,7 +59,7 @@ impl PinStore for Postgres {
     fn store(&self, text: &str, version: Option<u64>) -> std::result::Result<bool, PinStoreError> {
         let pool = self.inner.pool.clone();
         let url = self.inner.url.clone();
-        let replica = self.inner.replica.clone();
+        let replica = self.inner.me.clone();
         let text = text.to_owned();
         let version = version.map(|v| i64::try_from(v).unwrap_or(i64::MAX));
         let written = self.block(async move {
@@ -102,7 +102,7 @@ impl Postgres {
     pub async fn announce_tools_changed(&self) -> Result<()> {
         let pool = self.inner.pool.clone();
         let url = self.inner.url.clone();
-        let replica = self.inner.replica.clone();
+        let replica = self.inner.me.clone();
         self.run(async move {
             let client = client(&pool, &url).await?;
             client
@@ -122,7 +122,7 @@ impl Postgres {
     pub fn listen(&self, on: impl Fn(Notice) + Send + Sync + 'static) -> Listening {
         let config = self.inner.config.clone();
         let url = self.inner.url.clone();
-        let replica = self.inner.replica.clone();
+        let replica = self.inner.me.clone();
         let on = Arc::new(on);
         let task = self.inner.runtime.spawn(async move {
             let mut lost = false;

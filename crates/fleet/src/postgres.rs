@@ -17,13 +17,14 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 const MIGRATIONS: &[&str] = &[
     include_str!("migrations/0001_fleet.sql"),
     include_str!("migrations/0002_pins.sql"),
+    include_str!("migrations/0003_audit.sql"),
 ];
 
 /// The advisory lock migrations run under ("core-agent" as a number), so
 /// that replicas starting together take turns.
 const MIGRATION_LOCK: i64 = 0x636f_7265_2d61_6765;
 
-/// How to reach the database.
+/// How to reach the database, and what this replica is called in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Options {
@@ -32,6 +33,10 @@ pub struct Options {
     /// How long connecting, or waiting for a free connection, may take
     /// before a call that needs the store fails (5 s).
     pub timeout: Duration,
+    /// The name this replica writes its audit lines under (the `replica`
+    /// column of `audit_lines`); `None`: the host name and the process id,
+    /// `HOST:PID`.
+    pub replica: Option<String>,
 }
 
 impl Default for Options {
@@ -39,6 +44,7 @@ impl Default for Options {
         Options {
             max_connections: 16,
             timeout: Duration::from_secs(5),
+            replica: None,
         }
     }
 }
@@ -55,6 +61,24 @@ impl Options {
         self.timeout = timeout;
         self
     }
+
+    /// The name this replica writes its audit lines under.
+    pub fn with_replica(mut self, replica: impl Into<String>) -> Options {
+        self.replica = Some(replica.into());
+        self
+    }
+}
+
+/// `HOST:PID`: the kernel's host name (a pod's name on Kubernetes), else
+/// `$HOSTNAME`, else `localhost`, and this process's id.
+fn default_replica() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 /// One PostgreSQL database shared by every replica: a pool of connections
@@ -62,8 +86,9 @@ impl Options {
 /// caller's runtime. Cheap to clone.
 ///
 /// It is the digest's [`Store`](core_agent_digest::Store), the host's
-/// [`SessionMemory`](core_agent_host::SessionMemory) and the gateway's
-/// [`Fleet`](core_agent_gateway::Fleet).
+/// [`SessionMemory`](core_agent_host::SessionMemory), and the gateway's
+/// [`Fleet`](core_agent_gateway::Fleet) and
+/// [`AuditSink`](core_agent_gateway::AuditSink).
 #[derive(Clone)]
 pub struct Postgres {
     pub(crate) inner: Arc<Inner>,
@@ -73,19 +98,23 @@ pub(crate) struct Inner {
     pub(crate) pool: Pool,
     /// How to open a connection of its own (the one that listens).
     pub(crate) config: tokio_postgres::Config,
-    /// This process among the fleet's, in the notices it sends.
-    pub(crate) replica: String,
+    /// This process among the fleet's, in the notices it sends (random,
+    /// so that no two replicas share it).
+    pub(crate) me: String,
     pub(crate) url: String,
     pub(crate) runtime: tokio::runtime::Handle,
     /// Stops the worker thread when the last clone is dropped.
     _stop: tokio::sync::oneshot::Sender<()>,
     pub(crate) secret: [u8; 32],
+    /// The name this replica writes its audit lines under.
+    pub(crate) replica: String,
 }
 
 impl std::fmt::Debug for Postgres {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Postgres")
             .field("url", &self.inner.url)
+            .field("replica", &self.inner.replica)
             .finish_non_exhaustive()
     }
 }
@@ -144,11 +173,12 @@ impl Postgres {
             inner: Arc::new(Inner {
                 pool,
                 config,
-                replica: replica_id(),
+                me: replica_id(),
                 url: shown,
                 runtime: handle,
                 _stop: stop,
                 secret: prepared,
+                replica: options.replica.unwrap_or_else(default_replica),
             }),
         })
     }
@@ -156,6 +186,12 @@ impl Postgres {
     /// The database's URL, without its password.
     pub fn url(&self) -> &str {
         &self.inner.url
+    }
+
+    /// The name this replica writes its audit lines under
+    /// ([`Options::replica`]).
+    pub fn replica(&self) -> &str {
+        &self.inner.replica
     }
 
     /// The schema version the database is at now.
@@ -281,11 +317,17 @@ pub(crate) async fn client(pool: &Pool, url: &str) -> Result<deadpool_postgres::
     })
 }
 
-/// A failed query's error.
+/// A failed query's error, with the server's words (the driver's own
+/// `Display` says only "db error").
 pub(crate) fn query(url: &str, e: tokio_postgres::Error) -> Error {
+    let message = match (e.as_db_error(), std::error::Error::source(&e)) {
+        (Some(db), _) => db.to_string(),
+        (None, Some(source)) => format!("{e}: {source}"),
+        (None, None) => e.to_string(),
+    };
     Error::Query {
         url: url.to_owned(),
-        message: e.to_string(),
+        message,
     }
 }
 

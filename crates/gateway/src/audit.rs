@@ -1,5 +1,6 @@
 //! The audit trail: every decision the gateway takes, one JSON line each,
-//! written by a thread of its own to a file (rotated by size) or to stdout.
+//! written by a thread of its own to a file (rotated by size), to stdout, or
+//! in batches to an [`AuditSink`] (the fleet's shared database).
 //!
 //! A line is built on the call's task (a few hundred bytes, no I/O) and
 //! handed to the writer through a bounded queue; a full queue (the disk
@@ -13,7 +14,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -34,14 +35,102 @@ const QUEUE: usize = 16 * 1024;
 /// nothing); past it, lines are dropped and counted.
 const QUEUE_BYTES: usize = 64 * 1024 * 1024;
 
+/// At most this many lines go to an [`AuditSink`] in one batch.
+const BATCH_LINES: usize = 1000;
+/// At most about this many bytes of lines go to an [`AuditSink`] in one
+/// batch (a batch holds at least one line, whatever its size).
+const BATCH_BYTES: usize = 4 * 1024 * 1024;
+
 /// Where the audit trail goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub enum AuditTarget {
     /// Standard output (`-`): one stream for a container's log collector.
     Stdout,
     /// A file, appended to and rotated by size.
     File(PathBuf),
+    /// The store the replicas of a fleet share (`"audit": {"store": true}`):
+    /// a placeholder until the front end has connected to the store and
+    /// replaced it with [`AuditTarget::Sink`]. [`AuditLog::open`] refuses it.
+    Store,
+    /// Lines handed, in batches, to a sink of the library user's (the
+    /// fleet's database is one).
+    Sink(Arc<dyn AuditSink>),
+}
+
+impl std::fmt::Debug for AuditTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuditTarget::Stdout => f.write_str("Stdout"),
+            AuditTarget::File(path) => f.debug_tuple("File").field(path).finish(),
+            AuditTarget::Store => f.write_str("Store"),
+            AuditTarget::Sink(sink) => f.debug_tuple("Sink").field(sink).finish(),
+        }
+    }
+}
+
+/// Two sinks are equal when they are the same sink (one `Arc`).
+impl PartialEq for AuditTarget {
+    fn eq(&self, other: &AuditTarget) -> bool {
+        match (self, other) {
+            (AuditTarget::Stdout, AuditTarget::Stdout)
+            | (AuditTarget::Store, AuditTarget::Store) => true,
+            (AuditTarget::File(a), AuditTarget::File(b)) => a == b,
+            (AuditTarget::Sink(a), AuditTarget::Sink(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for AuditTarget {}
+
+/// Somewhere the audit trail's lines go other than a file or stdout: a
+/// database the replicas of a fleet share (`core_agent_fleet::Postgres`),
+/// a log shipper. Give it as [`AuditTarget::Sink`].
+///
+/// [`AuditSink::write_lines`] is called on the trail's writer thread only,
+/// one batch at a time, in the order the lines were made; it may block (a
+/// network round trip, retries), because the bounded queue in front of the
+/// writer drops lines rather than hold a call. It should still give up
+/// within seconds: while it blocks, lines wait in the queue, and past the
+/// queue's bound they are dropped.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+///
+/// use core_agent_gateway::{AuditLog, AuditSettings, AuditSink, AuditTarget};
+///
+/// #[derive(Debug, Default)]
+/// struct Collected(Mutex<Vec<String>>);
+///
+/// impl AuditSink for Collected {
+///     fn write_lines(
+///         &self,
+///         lines: &[String],
+///     ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+///         self.0.lock().map_err(|_| "poisoned")?.extend_from_slice(lines);
+///         Ok(())
+///     }
+/// }
+///
+/// let sink = Arc::new(Collected::default());
+/// let log = AuditLog::open(&AuditSettings::new(AuditTarget::Sink(sink.clone())), vec![])?;
+/// log.sign_in_refused(None, 401, "the bearer token was not accepted");
+/// assert!(log.flush(std::time::Duration::from_secs(5)));
+/// assert!(sink.0.lock().unwrap()[0].contains("\"sign_in\""));
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub trait AuditSink: std::fmt::Debug + Send + Sync + 'static {
+    /// Writes `lines`, in order: each one finished JSON object (secrets
+    /// already redacted), without a line break.
+    ///
+    /// # Errors
+    /// The lines could not be written, after whatever retries the sink
+    /// makes: the trail counts them as dropped (the next line made carries
+    /// the count as `dropped_before`) and logs the error once per failing
+    /// stretch.
+    fn write_lines(&self, lines: &[String])
+    -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
 }
 
 /// How the audit trail is written: `gateway.audit` in `config.json`, or the
@@ -61,7 +150,8 @@ pub struct AuditSettings {
     /// Where the lines go.
     pub target: AuditTarget,
     /// A file reaching this size is rotated (`FILE` → `FILE.1` → … →
-    /// `FILE.<keep>`, the oldest dropped). 100 MiB by default.
+    /// `FILE.<keep>`, the oldest dropped). 100 MiB by default. Only a file
+    /// is rotated.
     pub max_bytes: u64,
     /// Rotated files kept (5 by default; 0 keeps none: the file restarts).
     pub keep: usize,
@@ -117,7 +207,13 @@ enum Message {
 /// lets the writer finish the queued lines and close the file.
 pub struct AuditLog {
     sender: Mutex<Option<SyncSender<Message>>>,
-    dropped: AtomicU64,
+    /// Lines dropped since the last line made: by a full queue, or by a
+    /// sink that could not write them.
+    dropped: Arc<AtomicU64>,
+    /// Set when the last handle goes: a sink that is failing is not tried
+    /// again for the lines still queued (they are dropped), so that the end
+    /// of the process waits for one batch at most.
+    closing: Arc<AtomicBool>,
     /// Bytes of the lines handed to the writer and not yet written.
     queued: Arc<AtomicUsize>,
     /// At most this many bytes queued ([`QUEUE_BYTES`]).
@@ -145,23 +241,41 @@ impl AuditLog {
     ///
     /// # Errors
     /// The file cannot be opened for appending (its directory is missing,
-    /// or not writable), or the thread cannot start.
+    /// or not writable), the target is [`AuditTarget::Store`] (the front end
+    /// did not put the store's sink in its place), or the thread cannot start.
     pub fn open(settings: &AuditSettings, secrets: Vec<String>) -> std::io::Result<AuditLog> {
-        let sink = match &settings.target {
-            AuditTarget::Stdout => Sink::Stdout,
-            AuditTarget::File(path) => Sink::File(RotatingFile::open(
+        let out = match &settings.target {
+            AuditTarget::Stdout => Writer::Lines(Out::Stdout),
+            AuditTarget::File(path) => Writer::Lines(Out::File(RotatingFile::open(
                 path.clone(),
                 settings.max_bytes.max(1),
                 settings.keep,
-            )?),
+            )?)),
+            AuditTarget::Store => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the audit trail is to be written to the shared store, and no store was given to write it to",
+                ));
+            }
+            AuditTarget::Sink(sink) => Writer::Batches(sink.clone()),
         };
+        let dropped = Arc::new(AtomicU64::new(0));
+        let closing = Arc::new(AtomicBool::new(false));
         let (sender, receiver) = std::sync::mpsc::sync_channel(QUEUE);
-        let writer = std::thread::Builder::new()
-            .name("core-agent-audit".to_owned())
-            .spawn(move || write_lines(receiver, sink))?;
+        let writer = {
+            let dropped = dropped.clone();
+            let closing = closing.clone();
+            std::thread::Builder::new()
+                .name("core-agent-audit".to_owned())
+                .spawn(move || match out {
+                    Writer::Lines(out) => write_lines(receiver, out),
+                    Writer::Batches(sink) => write_batches(receiver, &*sink, &dropped, &closing),
+                })?
+        };
         Ok(AuditLog {
             sender: Mutex::new(Some(sender)),
-            dropped: AtomicU64::new(0),
+            dropped,
+            closing,
             queued: Arc::default(),
             queue_bytes: QUEUE_BYTES,
             arguments: settings.arguments,
@@ -232,8 +346,9 @@ impl AuditLog {
         sent && wait.recv_timeout(limit).is_ok()
     }
 
-    /// Lines dropped because the writer fell behind, since the last line
-    /// made (which carries the count as `dropped_before`).
+    /// Lines dropped because the writer fell behind (or a sink could not
+    /// write them), since the last line made (which carries the count as
+    /// `dropped_before`).
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
     }
@@ -253,6 +368,8 @@ impl AuditLog {
     }
 
     fn send(&self, line: Map<String, Value>) {
+        // The count this line carries is not lost with it when it is dropped.
+        let carried = carried(&line);
         let text = Value::Object(line).to_string();
         let Ok(sender) = self.sender.lock() else {
             return;
@@ -278,7 +395,9 @@ impl AuditLog {
         match sent {
             Ok(()) => {}
             Err(TrySendError::Full(())) => {
-                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                // Once per stretch of drops: the first line dropped after one
+                // that was handed over.
+                if self.dropped.fetch_add(carried + 1, Ordering::Relaxed) == 0 && carried == 0 {
                     tracing::warn!(
                         "the audit trail's writer fell behind: lines are dropped (counted in the next line's dropped_before)"
                     );
@@ -292,6 +411,7 @@ impl AuditLog {
 impl Drop for AuditLog {
     /// Lets the writer write what is queued, and waits for it.
     fn drop(&mut self) {
+        self.closing.store(true, Ordering::Relaxed);
         if let Ok(mut sender) = self.sender.lock() {
             sender.take();
         }
@@ -299,6 +419,29 @@ impl Drop for AuditLog {
             let _ = writer.join();
         }
     }
+}
+
+/// The `dropped_before` a line carries, 0 without one.
+fn carried(line: &Map<String, Value>) -> u64 {
+    line.get("dropped_before")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+}
+
+/// The lines of a batch a sink could not write, and the drops they
+/// carried: what the next line's `dropped_before` must count.
+fn lost_in(batch: &[String]) -> u64 {
+    batch
+        .iter()
+        .map(|line| {
+            if line.contains("\"dropped_before\"") {
+                serde_json::from_str::<Map<String, Value>>(line).map_or(0, |l| carried(&l))
+            } else {
+                0
+            }
+        })
+        .sum::<u64>()
+        + batch.len() as u64
 }
 
 /// An audit trail seen as a session's observer: its calls, under its caller.
@@ -453,34 +596,122 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-/// Where the writer thread writes.
-enum Sink {
+/// How the writer thread writes: line by line to a file or stdout, or in
+/// batches to a sink.
+enum Writer {
+    Lines(Out),
+    Batches(Arc<dyn AuditSink>),
+}
+
+/// Where the writer thread writes line by line.
+enum Out {
     Stdout,
     File(RotatingFile),
 }
 
-impl Sink {
+impl Out {
     fn write_line(&mut self, line: &str) -> std::io::Result<()> {
         match self {
-            Sink::Stdout => {
+            Out::Stdout => {
                 let mut out = std::io::stdout().lock();
                 out.write_all(line.as_bytes())?;
                 out.write_all(b"\n")
             }
-            Sink::File(file) => file.write_line(line),
+            Out::File(file) => file.write_line(line),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
-            Sink::Stdout => std::io::stdout().lock().flush(),
-            Sink::File(file) => file.out.flush(),
+            Out::Stdout => std::io::stdout().lock().flush(),
+            Out::File(file) => file.out.flush(),
         }
     }
 }
 
+/// The writer thread of a sink: the lines waiting in the queue, in order,
+/// in batches of at most [`BATCH_LINES`] lines (and about [`BATCH_BYTES`]);
+/// a line that finds the queue empty goes alone, at once. A batch the sink
+/// cannot write is dropped and counted.
+fn write_batches(
+    receiver: Receiver<Message>,
+    sink: &dyn AuditSink,
+    dropped: &AtomicU64,
+    closing: &AtomicBool,
+) {
+    let mut batch: Vec<String> = Vec::new();
+    let mut bytes = 0;
+    // Lines lost since the sink last wrote a batch: logged once when it
+    // starts failing, and again when it writes again.
+    let mut lost: Option<u64> = None;
+    let mut write = |batch: &mut Vec<String>, bytes: &mut usize, queued: Option<&AtomicUsize>| {
+        if batch.is_empty() {
+            return;
+        }
+        let result = match lost {
+            // The last handle is gone and the sink is failing: what is
+            // left is dropped at once rather than waited for.
+            Some(_) if closing.load(Ordering::Relaxed) => Err("the audit trail is closing".into()),
+            _ => sink.write_lines(batch),
+        };
+        match (result, lost) {
+            (Ok(()), None) => {}
+            (Ok(()), Some(n)) => {
+                tracing::warn!(
+                    "the audit trail's sink writes again ({n} lines were dropped while it failed)"
+                );
+                lost = None;
+            }
+            (Err(e), None) => {
+                let count = batch.len();
+                tracing::error!(
+                    "cannot write the audit trail to {sink:?}: {e}; {count} lines dropped (counted in the next line's dropped_before)"
+                );
+                lost = Some(count as u64);
+                dropped.fetch_add(lost_in(batch), Ordering::Relaxed);
+            }
+            (Err(_), Some(n)) => {
+                lost = Some(n + batch.len() as u64);
+                dropped.fetch_add(lost_in(batch), Ordering::Relaxed);
+            }
+        }
+        if let Some(queued) = queued {
+            queued.fetch_sub(*bytes, Ordering::Relaxed);
+        }
+        batch.clear();
+        *bytes = 0;
+    };
+    // The queue's byte count is the same counter for every line.
+    let mut counter: Option<Arc<AtomicUsize>> = None;
+    while let Ok(message) = receiver.recv() {
+        let mut next = Some(message);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Line(line, queued) => {
+                    bytes += line.len();
+                    batch.push(line);
+                    counter.get_or_insert(queued);
+                    if batch.len() >= BATCH_LINES || bytes >= BATCH_BYTES {
+                        write(&mut batch, &mut bytes, counter.as_deref());
+                    }
+                }
+                Message::Flush(done) => {
+                    write(&mut batch, &mut bytes, counter.as_deref());
+                    let _ = done.send(());
+                }
+            }
+            next = receiver.try_recv().ok();
+        }
+        write(&mut batch, &mut bytes, counter.as_deref());
+    }
+    write(&mut batch, &mut bytes, counter.as_deref());
+    if let Some(n) = lost {
+        tracing::error!("the audit trail closed with its sink failing: {n} lines were dropped");
+    }
+}
+
 /// The writer thread: lines in order; flushed whenever the queue is empty.
-fn write_lines(receiver: Receiver<Message>, mut sink: Sink) {
+fn write_lines(receiver: Receiver<Message>, mut sink: Out) {
     let mut failing = false;
     let report = |result: std::io::Result<()>, failing: &mut bool| match result {
         Ok(()) => *failing = false,
@@ -713,6 +944,188 @@ mod tests {
         assert_eq!(lines[0]["event"], "sign_in");
         assert_eq!(lines[0]["v"], AUDIT_SCHEMA_VERSION);
         assert!(!text.contains("sekrit-token"), "{text}");
+    }
+
+    /// A sink that keeps its batches, failing the first `fail` of them and
+    /// taking `delay` over each.
+    #[derive(Debug, Default)]
+    struct Batches {
+        seen: Mutex<Vec<Vec<String>>>,
+        fail: AtomicUsize,
+        delay: Duration,
+    }
+
+    impl AuditSink for Batches {
+        fn write_lines(
+            &self,
+            lines: &[String],
+        ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            std::thread::sleep(self.delay);
+            if self
+                .fail
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                return Err("the database is away".into());
+            }
+            self.seen.lock().unwrap().push(lines.to_vec());
+            Ok(())
+        }
+    }
+
+    fn statuses(lines: &[String]) -> Vec<u64> {
+        lines
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["status"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_sink_gets_every_line_in_order_in_bounded_batches() {
+        let sink = Arc::new(Batches {
+            delay: Duration::from_millis(20),
+            ..Batches::default()
+        });
+        let log = AuditLog::open(
+            &AuditSettings::new(AuditTarget::Sink(sink.clone())),
+            vec!["sekrit-token".into()],
+        )
+        .unwrap();
+        let n = 2 * BATCH_LINES as u64 + 500;
+        for status in 0..n {
+            log.sign_in_refused(None, status as u16, "wrong token sekrit-token");
+        }
+        assert!(log.flush(Duration::from_secs(10)));
+        let batches = sink.seen.lock().unwrap().clone();
+        let all: Vec<String> = batches.concat();
+        assert_eq!(statuses(&all), (0..n).collect::<Vec<_>>());
+        assert!(batches.iter().all(|b| b.len() <= BATCH_LINES));
+        assert!(
+            batches.len() < 10,
+            "the lines that waited went together: {} batches",
+            batches.len()
+        );
+        assert!(!all.concat().contains("sekrit-token"));
+        assert_eq!(log.queued.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn lines_a_sink_cannot_write_are_counted_in_the_next_line() {
+        let sink = Arc::new(Batches {
+            fail: AtomicUsize::new(1),
+            ..Batches::default()
+        });
+        let log =
+            AuditLog::open(&AuditSettings::new(AuditTarget::Sink(sink.clone())), vec![]).unwrap();
+        for status in [401, 403] {
+            log.sign_in_refused(None, status, "refused");
+        }
+        assert!(log.flush(Duration::from_secs(5)));
+        assert_eq!(log.dropped(), 2, "both lines went in the batch that failed");
+        log.sign_in_refused(None, 429, "throttled");
+        assert!(log.flush(Duration::from_secs(5)));
+        let all = sink.seen.lock().unwrap().concat();
+        assert_eq!(statuses(&all), [429]);
+        let line: Value = serde_json::from_str(&all[0]).unwrap();
+        assert_eq!(line["dropped_before"], 2);
+        assert_eq!(log.dropped(), 0);
+    }
+
+    #[test]
+    fn a_failing_sink_holds_neither_a_call_nor_the_end_for_long() {
+        let sink = Arc::new(Batches {
+            fail: AtomicUsize::new(usize::MAX),
+            delay: Duration::from_millis(300),
+            ..Batches::default()
+        });
+        let log =
+            AuditLog::open(&AuditSettings::new(AuditTarget::Sink(sink.clone())), vec![]).unwrap();
+        let started = std::time::Instant::now();
+        for _ in 0..QUEUE + 2 * BATCH_LINES + 100 {
+            log.sign_in_refused(None, 401, "refused");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "making lines waited for the sink: {:?}",
+            started.elapsed()
+        );
+        let started = std::time::Instant::now();
+        drop(log);
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "the end waited for every queued batch: {:?}",
+            started.elapsed()
+        );
+        assert!(sink.seen.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_line_is_written_or_counted_however_long_the_overflow() {
+        // A slow sink that fails every other batch.
+        #[derive(Debug, Default)]
+        struct Flaky {
+            calls: AtomicUsize,
+            seen: Mutex<Vec<String>>,
+        }
+        impl AuditSink for Flaky {
+            fn write_lines(
+                &self,
+                lines: &[String],
+            ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+                std::thread::sleep(Duration::from_millis(20));
+                if self.calls.fetch_add(1, Ordering::Relaxed) % 2 == 1 {
+                    return Err("away".into());
+                }
+                self.seen.lock().unwrap().extend_from_slice(lines);
+                Ok(())
+            }
+        }
+        let sink = Arc::new(Flaky::default());
+        let log =
+            AuditLog::open(&AuditSettings::new(AuditTarget::Sink(sink.clone())), vec![]).unwrap();
+        let made = 3 * QUEUE;
+        for _ in 0..made {
+            log.sign_in_refused(None, 401, "refused");
+        }
+        assert!(log.flush(Duration::from_secs(30)));
+        // Until a line lands after the last drop.
+        let mut extra = 0;
+        loop {
+            log.sign_in_refused(None, 200, "last");
+            extra += 1;
+            assert!(log.flush(Duration::from_secs(30)));
+            let seen = sink.seen.lock().unwrap();
+            if seen.last().is_some_and(|l| l.contains("\"last\"")) && log.dropped() == 0 {
+                break;
+            }
+        }
+        let seen = sink.seen.lock().unwrap();
+        let counted: u64 = seen
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["dropped_before"]
+                    .as_u64()
+                    .unwrap_or(0)
+            })
+            .sum();
+        assert!(counted > 0);
+        assert_eq!(seen.len() as u64 + counted, (made + extra) as u64);
+    }
+
+    #[test]
+    fn the_store_must_be_replaced_by_its_sink() {
+        let err = AuditLog::open(&AuditSettings::new(AuditTarget::Store), vec![]).unwrap_err();
+        assert!(err.to_string().contains("shared store"), "{err}");
+        let sink: Arc<dyn AuditSink> = Arc::new(Batches::default());
+        let a = AuditTarget::Sink(sink.clone());
+        assert_eq!(a, AuditTarget::Sink(sink));
+        assert_ne!(a, AuditTarget::Sink(Arc::new(Batches::default())));
+        assert_ne!(a, AuditTarget::Store);
+        assert!(format!("{a:?}").starts_with("Sink(Batches"), "{a:?}");
     }
 
     #[test]

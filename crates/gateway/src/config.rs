@@ -271,27 +271,67 @@ impl Cx<'_> {
         Some(raw.to_owned())
     }
 
-    /// `"audit": "FILE"` (`"-"`: standard output) or `"audit": {"path":
-    /// "FILE", "max_bytes": N, "keep": N, "arguments": false}`; a relative
-    /// path is taken from the directory of the file that sets it.
+    /// `"audit": "FILE"` (`"-"`: standard output), `"audit": {"path":
+    /// "FILE", "max_bytes": N, "keep": N, "arguments": false}`, or
+    /// `"audit": {"store": true, "arguments": false}` (the shared store of
+    /// `gateway.store`); a relative path is taken from the directory of the
+    /// file that sets it.
     fn audit(&mut self, value: &Value) -> Option<AuditSettings> {
         let base = format!("{}/audit", self.section.pointer);
-        let fix = "write \"audit\": \"audit.jsonl\" (a file; \"-\" for standard output), or \"audit\": {\"path\": \"audit.jsonl\", \"max_bytes\": 104857600, \"keep\": 5, \"arguments\": false}";
-        let (path, entry) = match value {
-            Value::String(path) => (path.as_str(), None),
+        let fix = "write \"audit\": \"audit.jsonl\" (a file; \"-\" for standard output), \"audit\": {\"path\": \"audit.jsonl\", \"max_bytes\": 104857600, \"keep\": 5, \"arguments\": false}, or \"audit\": {\"store\": true} (into the shared store, gateway.store)";
+        let (target, entry) = match value {
+            Value::String(path) => (self.audit_path(path, &base, fix)?, None),
             Value::Object(entry) => {
                 self.problems.unknown_keys(
                     entry,
                     &base,
-                    &["path", "max_bytes", "keep", "arguments"],
+                    &["path", "store", "max_bytes", "keep", "arguments"],
                 );
-                match entry.get("path").and_then(Value::as_str) {
-                    Some(path) => (path, Some(entry)),
-                    None => {
+                let store = match entry.get("store") {
+                    None => false,
+                    Some(store) => match store.as_bool() {
+                        Some(on) => on,
+                        None => {
+                            self.problem(
+                                &format!("{base}/store"),
+                                &format!("expected true or false, not {store}"),
+                                "write \"store\": true to write the trail into the shared store (gateway.store), or remove it",
+                            );
+                            return None;
+                        }
+                    },
+                };
+                match (store, entry.get("path")) {
+                    (true, Some(_)) => {
+                        self.problem(
+                            &format!("{base}/store"),
+                            "the audit trail goes to a file (path) or into the shared store (store), not both",
+                            "remove \"path\" to write into the shared store, or \"store\" to write the file",
+                        );
+                        return None;
+                    }
+                    (true, None) => {
+                        let rotation: Vec<&str> = ["max_bytes", "keep"]
+                            .into_iter()
+                            .filter(|key| entry.contains_key(*key))
+                            .collect();
+                        for key in rotation {
+                            self.problem(
+                                &format!("{base}/{key}"),
+                                "only a file is rotated; the shared store keeps every line",
+                                &format!("remove \"{key}\" (delete old rows from audit_lines yourself, by their time)"),
+                            );
+                        }
+                        (AuditTarget::Store, Some(entry))
+                    }
+                    (false, Some(Value::String(path))) => {
+                        (self.audit_path(path, &base, fix)?, Some(entry))
+                    }
+                    (false, _) => {
                         self.problem(
                             &format!("{base}/path"),
-                            "the audit trail needs a path",
-                            "add \"path\": \"audit.jsonl\" (a file; \"-\" for standard output)",
+                            "the audit trail needs a path, or \"store\": true",
+                            "add \"path\": \"audit.jsonl\" (a file; \"-\" for standard output), or \"store\": true (into the shared store, gateway.store)",
                         );
                         return None;
                     }
@@ -306,36 +346,25 @@ impl Cx<'_> {
                 return None;
             }
         };
-        if path.trim().is_empty() {
-            self.problem(&base, "the audit trail's path is empty", fix);
-            return None;
-        }
-        let target = if path == "-" {
-            AuditTarget::Stdout
-        } else {
-            let path = std::path::Path::new(path);
-            let dir = self
-                .section
-                .path
-                .parent()
-                .unwrap_or(std::path::Path::new("."));
-            AuditTarget::File(dir.join(path))
-        };
         let mut settings = AuditSettings::new(target);
         let Some(entry) = entry else {
             return Some(settings);
         };
-        if let Some(max) = self.positive(entry, "max_bytes", &base) {
-            settings.max_bytes = max;
-        }
-        if let Some(keep) = entry.get("keep") {
-            match keep.as_u64() {
-                Some(n) if n <= 1000 => settings.keep = n as usize,
-                _ => self.problem(
-                    &format!("{base}/keep"),
-                    &format!("expected how many rotated files to keep, from 0 to 1000, not {keep}"),
-                    "write \"keep\": 5 (no quotes), or remove it for the default",
-                ),
+        if settings.target != AuditTarget::Store {
+            if let Some(max) = self.positive(entry, "max_bytes", &base) {
+                settings.max_bytes = max;
+            }
+            if let Some(keep) = entry.get("keep") {
+                match keep.as_u64() {
+                    Some(n) if n <= 1000 => settings.keep = n as usize,
+                    _ => self.problem(
+                        &format!("{base}/keep"),
+                        &format!(
+                            "expected how many rotated files to keep, from 0 to 1000, not {keep}"
+                        ),
+                        "write \"keep\": 5 (no quotes), or remove it for the default",
+                    ),
+                }
             }
         }
         if let Some(arguments) = entry.get("arguments") {
@@ -349,6 +378,24 @@ impl Cx<'_> {
             }
         }
         Some(settings)
+    }
+
+    /// The file (or `-`, standard output) of `gateway.audit`, relative to
+    /// the directory of the file that names it.
+    fn audit_path(&mut self, path: &str, base: &str, fix: &str) -> Option<AuditTarget> {
+        if path.trim().is_empty() {
+            self.problem(base, "the audit trail's path is empty", fix);
+            return None;
+        }
+        if path == "-" {
+            return Some(AuditTarget::Stdout);
+        }
+        let dir = self
+            .section
+            .path
+            .parent()
+            .unwrap_or(std::path::Path::new("."));
+        Some(AuditTarget::File(dir.join(path)))
     }
 
     /// `"oauth": {"issuer", "audience", "algorithms", "leeway_secs",
@@ -869,6 +916,56 @@ mod tests {
         assert_eq!(
             load(&u, None).unwrap().audit.unwrap().max_bytes,
             AuditSettings::MAX_BYTES
+        );
+    }
+
+    #[test]
+    fn the_audit_trail_can_go_into_the_shared_store() {
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"audit": {"store": true, "arguments": true}}}"#),
+            Some(
+                r#"{"gateway": {"audit": {"store": false, "path": "a.jsonl"}, "store": "postgres://db/core"}}"#,
+            ),
+        );
+        assert_eq!(
+            load(&p, Some(&u)).unwrap().audit.unwrap(),
+            AuditSettings::new(AuditTarget::Store).with_arguments(true)
+        );
+        assert!(matches!(
+            load(&u, None).unwrap().audit.unwrap().target,
+            AuditTarget::File(_)
+        ));
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"audit": {"store": true, "path": "a.jsonl"}}}"#),
+            Some(r#"{"gateway": {"audit": {"store": "yes", "arguments": true}}}"#),
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        assert!(
+            err.contains("/gateway/audit/store: the audit trail goes to a file (path) or into the shared store (store), not both"),
+            "{err}"
+        );
+        let err = load(&u, None).map(drop).unwrap_err().to_string();
+        assert!(
+            err.contains("/gateway/audit/store: expected true or false, not \"yes\""),
+            "{err}"
+        );
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"audit": {"store": true, "max_bytes": 1000, "keep": 2}}}"#),
+            Some(r#"{"gateway": {"audit": {"arguments": true}}}"#),
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for key in ["max_bytes", "keep"] {
+            assert!(
+                err.contains(&format!(
+                    "/gateway/audit/{key}: only a file is rotated; the shared store keeps every line"
+                )),
+                "{err}"
+            );
+        }
+        let err = load(&u, None).map(drop).unwrap_err().to_string();
+        assert!(
+            err.contains("/gateway/audit/path: the audit trail needs a path, or \"store\": true"),
+            "{err}"
         );
     }
 

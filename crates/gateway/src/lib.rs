@@ -26,7 +26,7 @@ use core_agent_mcp_config::TrustLevel;
 use core_agent_permissions::Mode;
 use rmcp::ServiceExt;
 
-pub use audit::{AUDIT_SCHEMA_VERSION, AuditLog, AuditSettings, AuditTarget};
+pub use audit::{AUDIT_SCHEMA_VERSION, AuditLog, AuditSettings, AuditSink, AuditTarget};
 pub use auth::{Auth, Caller, Token};
 pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;

@@ -78,17 +78,19 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         parent_model,
         server,
         audit_log,
+        audit_store,
         metrics_addr,
         store,
     } = command;
-    // `--audit-log` names where; gateway.audit keeps its other settings.
-    let audit = match (audit_log, gateway_audit) {
-        (Some(path), settings) => {
-            let target = if path.as_os_str() == "-" {
-                AuditTarget::Stdout
-            } else {
-                AuditTarget::File(path)
-            };
+    // `--audit-log` or `--audit-store` names where; gateway.audit keeps its
+    // other settings.
+    let target = match audit_log {
+        Some(path) if path.as_os_str() == "-" => Some(AuditTarget::Stdout),
+        Some(path) => Some(AuditTarget::File(path)),
+        None => audit_store.then_some(AuditTarget::Store),
+    };
+    let mut audit = match (target, gateway_audit) {
+        (Some(target), settings) => {
             let mut settings = settings.unwrap_or_else(|| AuditSettings::new(target.clone()));
             settings.target = target;
             Some(settings)
@@ -117,8 +119,18 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         options.naming = Naming::Bare;
     }
     let env = config.dotenv.over_process();
+    let to_store = audit
+        .as_ref()
+        .is_some_and(|a| a.target == AuditTarget::Store);
+    if to_store && store.is_none() && gateway_store.is_none() {
+        eprintln!(
+            "core-agent: serve: the audit trail is to go into the shared store (--audit-store or gateway.audit.store), and there is none; give --store postgres://… (or CORE_AGENT_STORE, or gateway.store), or write the trail to a file with --audit-log FILE"
+        );
+        return USAGE;
+    }
     // Replicas share their state in PostgreSQL: the digest's payloads and
-    // ledgers, the sessions' answers and plans, the MCP sessions.
+    // ledgers, the sessions' answers and plans, the MCP sessions, the pins,
+    // and the audit trail when it goes there.
     if global.session_db.is_some() && (store.is_some() || gateway_store.is_some()) {
         eprintln!(
             "core-agent: serve: --session-db and a shared store (--store, CORE_AGENT_STORE or gateway.store) both keep the session state; give one"
@@ -129,6 +141,17 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         Ok(fleet) => fleet,
         Err(code) => return code,
     };
+    // The trail into the store: its lines go to the database in batches,
+    // from the trail's writer thread.
+    if let (Some(settings), Some(db)) = (&mut audit, &fleet)
+        && settings.target == AuditTarget::Store
+    {
+        settings.target = AuditTarget::Sink(Arc::new(db.clone()));
+        eprintln!(
+            "core-agent: audit trail: the shared store, table audit_lines, as replica {}",
+            db.replica()
+        );
+    }
     if let Some(db) = &fleet {
         if let Some(digest) = &mut options.digest {
             digest.store = Arc::new(db.clone());
