@@ -402,11 +402,14 @@ fn call_id_of(result: &Value) -> String {
 /// the fixture's 200 ms to say it is ready, and a replica wrongly marked
 /// down would turn requests away with 503. A killed replica refuses
 /// connections at once, and those are sent to another.
+/// Returns once HAProxy sees every replica up.
 fn balancer(addrs: &[SocketAddr]) -> Haproxy {
-    Haproxy::builder(addrs)
+    let balancer = Haproxy::builder(addrs)
         .check_interval(Duration::from_secs(1))
         .backend_line("timeout check 5s")
-        .start()
+        .start();
+    balancer.wait_until_up(addrs.len(), PATIENCE);
+    balancer
 }
 
 /// Three replicas on one cluster, behind HAProxy.
@@ -421,14 +424,6 @@ async fn fleet(cluster: &Postgres) -> (Project, Vec<Replica>, Haproxy) {
     }
     let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
     let balancer = balancer(&addrs);
-    let deadline = Instant::now() + PATIENCE;
-    while !balancer.servers().iter().all(|s| s.is_up()) {
-        assert!(
-            Instant::now() < deadline,
-            "HAProxy never saw the replicas up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     (p, replicas, balancer)
 }
 
@@ -892,14 +887,6 @@ async fn the_replicas_write_one_audit_trail_into_the_store() {
     }
     let addrs: Vec<SocketAddr> = replicas.iter().map(|r| r.addr).collect();
     let balancer = balancer(&addrs);
-    let deadline = Instant::now() + PATIENCE;
-    while !balancer.servers().iter().all(|s| s.is_up()) {
-        assert!(
-            Instant::now() < deadline,
-            "HAProxy never saw the replicas up"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     // Alice through the first replica, bob through the second, then bob
     // through the balancer (round robin: two calls on each).
     let alice = Client::new(replicas[0].url(), ALICE, STATELESS);

@@ -111,24 +111,14 @@ impl Postgres {
         .await
     }
 
-    /// Runs one statement that changes rows.
+    /// Runs one statement that changes rows; how many it changed.
     async fn execute(
         &self,
         sql: &'static str,
         params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
     ) -> Result<u64, Error> {
-        let pool = self.inner.pool.clone();
-        let url = self.inner.url.clone();
-        self.run(async move {
-            let client = client(&pool, &url).await?;
-            let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params
-                .iter()
-                .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
-                .collect();
-            client
-                .execute(sql, &params)
-                .await
-                .map_err(|e| query(&url, e))
+        self.statement(sql, params, |client, sql, params| {
+            Box::pin(async move { client.execute(sql, params).await })
         })
         .await
     }
@@ -139,6 +129,25 @@ impl Postgres {
         sql: &'static str,
         params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
     ) -> Result<Vec<tokio_postgres::Row>, Error> {
+        self.statement(sql, params, |client, sql, params| {
+            Box::pin(async move { client.query(sql, params).await })
+        })
+        .await
+    }
+
+    /// Runs `sql` over `params` with `how` on a pooled connection, on the
+    /// database's thread.
+    async fn statement<T: Send + 'static>(
+        &self,
+        sql: &'static str,
+        params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
+        how: for<'a> fn(
+            &'a deadpool_postgres::Object,
+            &'static str,
+            &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
+        )
+            -> futures::future::BoxFuture<'a, Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, Error> {
         let pool = self.inner.pool.clone();
         let url = self.inner.url.clone();
         self.run(async move {
@@ -147,7 +156,7 @@ impl Postgres {
                 .iter()
                 .map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
                 .collect();
-            client.query(sql, &params).await.map_err(|e| query(&url, e))
+            how(&client, sql, &params).await.map_err(|e| query(&url, e))
         })
         .await
     }

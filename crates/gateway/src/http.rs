@@ -453,14 +453,9 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!("cannot look session {id} up in the shared store: {e}");
-                let mut response = problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
+                return store_away(
                     "this MCP session is held by another replica and the shared store cannot be reached; retry shortly",
                 );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
-                return response;
             }
         }
     }
@@ -487,6 +482,15 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     if posting && is_event_stream(&response) {
         response = draining_waits_for(response, &state.gateway);
     }
+    response
+}
+
+/// 503 with `Retry-After: 2`: the shared store is away for now.
+fn store_away(message: &str) -> Response {
+    let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, message);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
     response
 }
 
@@ -777,14 +781,9 @@ async fn list_sessions(
             ),
             Err(e) => {
                 tracing::warn!("cannot list the fleet's sessions: {e}");
-                let mut response = problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
+                return store_away(
                     "the shared store cannot be reached to list the fleet's sessions; retry shortly",
                 );
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
-                return response;
             }
         },
         None => None,
