@@ -10,6 +10,16 @@ use crate::Postgres;
 use crate::error::Error;
 use crate::postgres::{client, query};
 
+/// Parameters of a statement, owned, for the database's thread.
+type Params = Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>;
+
+/// How a statement is run on a connection: `execute` or `query`.
+type Statement<T> = for<'a> fn(
+    &'a deadpool_postgres::Object,
+    &'static str,
+    &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
+) -> futures::future::BoxFuture<'a, Result<T, tokio_postgres::Error>>;
+
 /// Payloads are written and read in chunks of this many bytes, so that
 /// neither side holds more than the payload and one chunk.
 pub(crate) const CHUNK: usize = 256 * 1024;
@@ -112,11 +122,7 @@ impl Postgres {
     }
 
     /// Runs one statement that changes rows; how many it changed.
-    async fn execute(
-        &self,
-        sql: &'static str,
-        params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
-    ) -> Result<u64, Error> {
+    async fn execute(&self, sql: &'static str, params: Params) -> Result<u64, Error> {
         self.statement(sql, params, |client, sql, params| {
             Box::pin(async move { client.execute(sql, params).await })
         })
@@ -127,7 +133,7 @@ impl Postgres {
     pub(crate) async fn rows(
         &self,
         sql: &'static str,
-        params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
+        params: Params,
     ) -> Result<Vec<tokio_postgres::Row>, Error> {
         self.statement(sql, params, |client, sql, params| {
             Box::pin(async move { client.query(sql, params).await })
@@ -140,13 +146,8 @@ impl Postgres {
     async fn statement<T: Send + 'static>(
         &self,
         sql: &'static str,
-        params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
-        how: for<'a> fn(
-            &'a deadpool_postgres::Object,
-            &'static str,
-            &'a [&'a (dyn tokio_postgres::types::ToSql + Sync)],
-        )
-            -> futures::future::BoxFuture<'a, Result<T, tokio_postgres::Error>>,
+        params: Params,
+        how: Statement<T>,
     ) -> Result<T, Error> {
         let pool = self.inner.pool.clone();
         let url = self.inner.url.clone();
@@ -162,11 +163,7 @@ impl Postgres {
     }
 
     /// Runs one changing statement from a synchronous trait.
-    pub(crate) fn execute_blocking(
-        &self,
-        sql: &'static str,
-        params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
-    ) -> Result<u64, Error> {
+    pub(crate) fn execute_blocking(&self, sql: &'static str, params: Params) -> Result<u64, Error> {
         let this = self.clone();
         self.block(async move { this.execute(sql, params).await })
     }
@@ -175,7 +172,7 @@ impl Postgres {
     pub(crate) fn rows_blocking(
         &self,
         sql: &'static str,
-        params: Vec<Box<dyn tokio_postgres::types::ToSql + Send + Sync>>,
+        params: Params,
     ) -> Result<Vec<tokio_postgres::Row>, Error> {
         let this = self.clone();
         self.block(async move { this.rows(sql, params).await })
