@@ -31,7 +31,7 @@
 //!   --all-features` (what docs.rs builds, warnings denied).
 //! - `package`: `cargo package --workspace`, which builds each package from
 //!   its `.crate` (needs a clean work tree).
-//! - `bench [digest|host|gateway|survey]`: the criterion benchmarks (all of
+//! - `bench [digest|host|gateway|survey|fleet]`: the benchmarks (all of
 //!   them, or the one named), then each one's ratios against the baselines
 //!   measured in the same run: the digest's time beside parsing the same
 //!   bytes; the host's calls per second beside a bare rmcp client's on the
@@ -40,7 +40,11 @@
 //!   with a validated JWT beside one with a static token, and 100
 //!   HTTP sessions × 50 calls; the survey tools' times beside `rg` (or
 //!   `grep -r`) and `find` on the same generated tree (`SURVEY_BENCH_FILES`
-//!   files of ~10 KB, default 5,000).
+//!   files of ~10 KB, default 5,000); the fleet's calls/s and p50/p99
+//!   through HAProxy to one and three replicas on PostgreSQL beside one on
+//!   SQLite, and the store's cost per digested payload, PostgreSQL beside
+//!   SQLite (builds the release `core-agent` and `fixture-server` it runs;
+//!   needs Debian's `postgresql` and `haproxy`, installed when missing).
 //! - `fuzz <target|all> [--seconds N] [--seed S]`: the mutation fuzzers of
 //!   `fuzz/` (std only, so they run on the stable toolchain): one target, or
 //!   every target one after the other, for N seconds each (default 60).
@@ -85,7 +89,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(args.get(1).map(String::as_str)),
         Some("fuzz") => fuzz(&args[1..]),
         _ => Err(
-            "usage: cargo xtask <deps|test|conformance|ci|deploy-check|features|doc|package|bench [digest|host|gateway|survey]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
+            "usage: cargo xtask <deps|test|conformance|ci|deploy-check|features|doc|package|bench [digest|host|gateway|survey|fleet]|fuzz <target|all> [--seconds N]> [-- cargo test args]"
                 .to_owned(),
         ),
     };
@@ -608,6 +612,7 @@ const BENCHES: &[(&str, Bench)] = &[
     ("host", bench_host),
     ("gateway", bench_gateway),
     ("survey", bench_survey),
+    ("fleet", bench_fleet),
 ];
 
 /// Runs the criterion benchmarks (`which`, or all of them) and prints each
@@ -1220,6 +1225,154 @@ fn bench_survey() -> Result<()> {
         println!(
             "\n(rg is not on PATH: grep is measured against grep -r, which is single-threaded and ignores .gitignore)"
         );
+    }
+    Ok(())
+}
+
+/// The fleet's setups in `fleet_load.tsv`, with their labels.
+const FLEET_SETUPS: &[(&str, &str)] = &[
+    ("sqlite1", "1 replica, SQLite"),
+    ("pg1", "1 replica, PostgreSQL"),
+    ("pg3", "3 replicas, PostgreSQL"),
+];
+
+/// Runs the fleet benchmarks (`crates/fleet/benches`): the store's cost
+/// per payload on PostgreSQL beside SQLite (criterion), then calls through
+/// HAProxy to one and three replicas on PostgreSQL beside one on SQLite;
+/// prints both with their ratios.
+fn bench_fleet() -> Result<()> {
+    // The real engines, and the release binaries the load run starts.
+    debian_packages()?;
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "core-agent",
+        "--bin",
+        "core-agent",
+        "-p",
+        "core-agent-e2e",
+        "--bin",
+        "fixture-server",
+    ]);
+    run(build, "cargo build --release")?;
+    let mut cmd = cargo();
+    cmd.args([
+        "bench",
+        "-p",
+        "core-agent-fleet",
+        "--bench",
+        "store",
+        "--bench",
+        "fleet",
+    ]);
+    run(cmd, "cargo bench")?;
+    let dir = criterion_dir();
+    // Medians: a store's time has a long tail (checkpoints, other load on
+    // the machine) that would swamp a mean of so few iterations.
+    let ns = |group: &str, bench: &str| {
+        estimate(&dir, group, bench, "median").ok_or_else(|| {
+            format!(
+                "no median for {group}/{bench} in {}; did the benchmark run?",
+                dir.display()
+            )
+        })
+    };
+    println!(
+        "\nthe store per digested payload: PostgreSQL (a local cluster over TCP, fsync on) beside SQLite (--session-db, WAL, synchronous FULL), one operation at a time, criterion medians"
+    );
+    println!(
+        "\n{:<34} {:>14} {:>12} {:>10}",
+        "operation", "PostgreSQL µs", "SQLite µs", "PG/SQLite"
+    );
+    for (group, label) in [
+        ("fleet_store_put_50kb", "put, 50 KB JSON"),
+        ("fleet_store_get_50kb", "get, 50 KB"),
+        (
+            "fleet_store_digested_50kb",
+            "put + record, 50 KB (a digest)",
+        ),
+        ("fleet_store_put_1mb", "put, 1 MB JSON"),
+        ("fleet_store_get_1mb", "get, 1 MB"),
+        ("fleet_store_digested_1mb", "put + record, 1 MB (a digest)"),
+        ("fleet_store_record", "record (one digest event)"),
+    ] {
+        let (pg, sqlite) = (ns(group, "postgres")?, ns(group, "sqlite")?);
+        println!(
+            "{label:<34} {:>14.1} {:>12.1} {:>10.2}",
+            pg / 1e3,
+            sqlite / 1e3,
+            pg / sqlite
+        );
+    }
+
+    // Written by the load run: `setup calls digested errors elapsed_ns
+    // p50_ns p99_ns digest_p50_ns digest_p99_ns`.
+    let path = dir.join("fleet_load.tsv");
+    let text = read(&path)?;
+    let row = |setup: &str| -> Result<[f64; 8]> {
+        let line = text
+            .lines()
+            .find(|l| l.split('\t').next() == Some(setup))
+            .ok_or_else(|| format!("no {setup} row in {}", path.display()))?;
+        let mut numbers = [0.0; 8];
+        let mut fields = line.split('\t').skip(1);
+        for n in &mut numbers {
+            *n = fields
+                .next()
+                .and_then(|f| f.parse().ok())
+                .ok_or_else(|| format!("a bad {setup} row in {}: {line}", path.display()))?;
+        }
+        Ok(numbers)
+    };
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!(
+        "\ncalls through HAProxy (deploy/haproxy.cfg, round robin): 32 clients, half in a 2025-11-25 session, half sessionless (2026-07-28), one call after another; 1 call in 10 is digested (demo_list_inventory: its payload and event to the store), the rest load_echo; the setups take turns (4 rounds), every call's latency kept"
+    );
+    println!(
+        "\n{:<24} {:>7} {:>9} {:>8} {:>8} {:>13} {:>13} {:>7}",
+        "setup", "calls", "calls/s", "p50 ms", "p99 ms", "digest p50", "digest p99", "errors"
+    );
+    let mut failed = 0.0;
+    for (setup, label) in FLEET_SETUPS {
+        let [calls, _, errors, elapsed, p50, p99, d50, d99] = row(setup)?;
+        failed += errors;
+        println!(
+            "{label:<24} {calls:>7} {:>9.0} {:>8.2} {:>8.2} {:>10.2} ms {:>10.2} ms {errors:>7}",
+            calls / (elapsed / 1e9),
+            p50 / 1e6,
+            p99 / 1e6,
+            d50 / 1e6,
+            d99 / 1e6
+        );
+    }
+    let rate = |r: &[f64; 8]| r[0] / (r[3] / 1e9);
+    let (sqlite, one, three) = (row("sqlite1")?, row("pg1")?, row("pg3")?);
+    println!(
+        "\n{:<38} {:>9} {:>8} {:>8} {:>11}",
+        "ratios", "calls/s", "p50", "p99", "digest p50"
+    );
+    for (label, a, b) in [
+        ("3 replicas on PG / 1 replica on PG", &three, &one),
+        ("1 replica on PG / 1 replica on SQLite", &one, &sqlite),
+        ("3 replicas on PG / 1 replica on SQLite", &three, &sqlite),
+    ] {
+        println!(
+            "{label:<38} {:>9.3} {:>8.3} {:>8.3} {:>11.3}",
+            rate(a) / rate(b),
+            a[4] / b[4],
+            a[5] / b[5],
+            a[6] / b[6]
+        );
+    }
+    println!(
+        "\nnote: the replicas, their backends, PostgreSQL, HAProxy and the clients all share this machine's {cores} cores, so three replicas cannot scale here: their ratio to one replica shows what spreading calls over replicas and sharing one store costs, not what a fleet on several machines gains"
+    );
+    if failed > 0.0 {
+        return Err(format!(
+            "{failed} calls failed in the load run (see the first error above): its figures are not comparable"
+        ));
     }
     Ok(())
 }
