@@ -121,8 +121,10 @@ impl McpSession {
         let caller = self.caller(cx)?;
         let live = self.live.get_or_init(|| {
             // An HTTP session is known by its transport id, which stays the
-            // same when another replica continues it.
-            let id = transport_session(cx).unwrap_or_else(|| self.id.clone());
+            // same when another replica continues it; any other is new.
+            let transport = transport_session(cx);
+            let continued = transport.is_some();
+            let id = transport.unwrap_or_else(|| self.id.clone());
             let record = self.gateway.inner.registry.open(id.clone(), &caller);
             let options = &self.gateway.inner.options;
             let prompter: Arc<dyn core_agent_permissions::Prompter> = if sessionless(cx) {
@@ -133,12 +135,17 @@ impl McpSession {
                     timeout: options.ask_timeout,
                 })
             };
+            let opening = SessionOptions::new(caller.trust_level);
+            let opening = if continued {
+                opening.with_id(Some(id.clone()))
+            } else {
+                opening.with_new_id(id.clone())
+            };
             let session = Arc::new(
                 self.gateway.inner.host.session(
-                    SessionOptions::new(caller.trust_level)
+                    opening
                         .with_mode(options.mode)
                         .with_prompter(prompter)
-                        .with_id(Some(id))
                         .with_cost_ceiling(options.cost_ceiling)
                         // Payloads stay readable by the same owner's later sessions
                         // (the same token, or the same signed-in user; also

@@ -487,6 +487,8 @@ impl Host {
 
     /// Opens a session for one caller.
     pub fn session(self: &Arc<Self>, options: SessionOptions) -> Session {
+        // Only an id the session had before can have anything to recall.
+        let reopened = options.id.is_some() && !options.new_id;
         let id = options.id.unwrap_or_else(core_agent_digest::new_session_id);
         let digest = self.options.digest.as_ref().map(|d| {
             let wrap = crate::DigestWrap::new(d.settings, d.store.clone(), id.clone())
@@ -502,14 +504,21 @@ impl Host {
                 None => wrap,
             }
         });
-        // A session id already claimed by another owner keeps its payloads to itself.
-        let owner = options
-            .owner
-            .filter(|owner| self.owners().is_some_and(|owners| owners.claim(&id, owner)));
+        // A session id already claimed by another owner keeps its payloads
+        // to itself; an id made up just now is nobody else's.
+        let owner = options.owner.filter(|owner| {
+            self.owners().is_some_and(|owners| {
+                if reopened {
+                    owners.claim(&id, owner)
+                } else {
+                    owners.claim_new(&id, owner)
+                }
+            })
+        });
         let memory = self.options.memory.clone();
         let gate = RwLock::new(Gate::new(self.options.permissions.clone(), options.mode));
         let mut plan = None;
-        if let Some(memory) = &memory {
+        if let Some(memory) = memory.as_ref().filter(|_| reopened) {
             let recalling = crate::pipeline::Remembering {
                 memory: memory.as_ref(),
                 session: &id,

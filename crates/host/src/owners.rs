@@ -30,6 +30,8 @@ use core_agent_digest::{Entry, Store};
 pub struct Owners {
     store: Arc<dyn Store>,
     held: Mutex<Claims>,
+    /// Whether the store keeps owners, once a claim found out.
+    keeps: std::sync::OnceLock<bool>,
 }
 
 /// The claims held, and when to sweep the closed ones next.
@@ -69,6 +71,7 @@ impl Owners {
         Owners {
             store,
             held: Mutex::default(),
+            keeps: std::sync::OnceLock::new(),
         }
     }
 
@@ -82,6 +85,16 @@ impl Owners {
     /// the id is `owner`'s (claimed now, or already), `false` when another
     /// owner holds it or the store cannot say.
     pub(crate) fn claim(&self, session: &str, owner: &str) -> bool {
+        self.claim_id(session, owner, false)
+    }
+
+    /// [`Owners::claim`] of an id made up just now for this session: the
+    /// store keeps the claim, and is not asked whose the id was.
+    pub(crate) fn claim_new(&self, session: &str, owner: &str) -> bool {
+        self.claim_id(session, owner, true)
+    }
+
+    fn claim_id(&self, session: &str, owner: &str, new: bool) -> bool {
         // Held across the store's answer, so two claims here cannot both win.
         let mut held = self.lock();
         if let Some(claim) = held.by_session.get_mut(session) {
@@ -92,13 +105,21 @@ impl Owners {
             return true;
         }
         // Not held here: the store may know it, from an earlier run or
-        // another process.
+        // another process (not an id made up just now).
         if self.store.append(Entry::Owner { session, owner }).is_err() {
             return false;
         }
-        let kept = match self.store.session_record(session) {
-            Ok(record) => record.and_then(|r| r.owner),
-            Err(_) => return false,
+        let kept = match self.keeps.get() {
+            // Whether the store keeps owners does not change.
+            Some(keeps) if new => keeps.then(|| owner.to_owned()),
+            _ => match self.store.session_record(session) {
+                Ok(record) => {
+                    let kept = record.and_then(|r| r.owner);
+                    let _ = self.keeps.set(kept.is_some());
+                    kept
+                }
+                Err(_) => return false,
+            },
         };
         if kept.as_deref().is_some_and(|kept| kept != owner) {
             return false;
@@ -190,6 +211,23 @@ mod tests {
         owners.release("s-empty", false);
         owners.release("never", true);
         assert_eq!(owners.held(), 0);
+    }
+
+    #[test]
+    fn a_new_id_is_claimed_without_asking_the_store_and_kept_like_any() {
+        let store = Arc::new(MemoryStore::new());
+        let owners = Owners::new(store.clone());
+        // The first claim finds out that a memory store keeps no owners.
+        assert!(owners.claim("s-1", "alice"));
+        assert!(owners.claim_new("s-2", "alice"));
+        store.put(payload("call-2", "s-2", 10)).unwrap();
+        owners.release("s-2", true);
+        assert_eq!(
+            owners.owner("s-2").as_deref(),
+            Some("alice"),
+            "held here, as the store keeps no owner"
+        );
+        assert!(!owners.claim("s-2", "bob"));
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct SessionOptions {
     /// Told about each call once it ended: its verdict, outcome, duration
     /// and result size (an audit trail, metrics).
     pub observer: Option<Arc<dyn Observer>>,
+    /// Whether `id` was made up just now for this session (then nothing
+    /// can be remembered under it, and the host's
+    /// [`SessionMemory`](crate::SessionMemory) is not asked at open).
+    pub new_id: bool,
 }
 
 impl SessionOptions {
@@ -69,9 +73,19 @@ impl SessionOptions {
         self
     }
 
-    /// The session id its digests are kept under.
+    /// The session id its digests are kept under (a session reopened, or
+    /// continued from another process, under an id it had).
     pub fn with_id(mut self, id: Option<String>) -> SessionOptions {
         self.id = id;
+        self.new_id = false;
+        self
+    }
+
+    /// A session id the caller just made up for it (so that its own
+    /// records share it): nothing is recalled under it.
+    pub fn with_new_id(mut self, id: String) -> SessionOptions {
+        self.id = Some(id);
+        self.new_id = true;
         self
     }
 
@@ -125,6 +139,7 @@ impl Default for SessionOptions {
             owner: None,
             digest_note: None,
             observer: None,
+            new_id: false,
         }
     }
 }
