@@ -273,7 +273,7 @@ pub(crate) struct ServeCommand {
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics_addr: Option<std::net::SocketAddr>,
     /// Share state with the other replicas in this PostgreSQL database
-    /// (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE): raw payloads,
+    /// (postgres://USER:PASSWORD@HOST:PORT/DATABASE): raw payloads,
     /// digest ledgers, sessions, "always" answers, plans. Overrides gateway.store.
     #[arg(
         long,
