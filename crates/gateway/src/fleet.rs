@@ -103,6 +103,9 @@ pub(crate) fn now_ms() -> u64 {
 /// last use.
 const TOUCH_EVERY: Duration = Duration::from_secs(5);
 
+/// Sessions whose last mark a replica remembers, at most.
+const TOUCHED_KEPT: usize = 4096;
+
 /// rmcp's session store over a [`Fleet`]: what rmcp persists after a
 /// handshake is recorded with the caller who opened it, and a restore
 /// finds only a live session (the guard checked its owner first).
@@ -152,10 +155,14 @@ impl Sessions {
                 Some((_, counted)) => *counted,
                 None => 0,
             };
-            // Bounded: entries older than the idle timeout go first.
-            if touched.len() >= 4096 {
+            // Bounded: entries older than the idle timeout go first, and
+            // all of them if that is not enough (they only save writes).
+            if touched.len() >= TOUCHED_KEPT {
                 let idle = self.idle;
                 touched.retain(|_, (at, _)| now.duration_since(*at) < idle);
+                if touched.len() >= TOUCHED_KEPT {
+                    touched.clear();
+                }
             }
             let calls = calls();
             touched.insert(id.to_owned(), (now, calls.max(counted)));
@@ -217,5 +224,65 @@ impl SessionStore for Sessions {
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
         self.close(session_id).await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fleet that counts the marks it is asked for.
+    #[derive(Debug, Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl Fleet for Counting {
+        fn secret(&self) -> [u8; 32] {
+            [0; 32]
+        }
+        fn open<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a SharedSession,
+        ) -> BoxFuture<'a, Result<(), FleetError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn find<'a>(
+            &'a self,
+            _: &'a str,
+        ) -> BoxFuture<'a, Result<Option<SharedSession>, FleetError>> {
+            Box::pin(async { Ok(None) })
+        }
+        fn touch<'a>(&'a self, _: &'a str, _: u64) -> BoxFuture<'a, Result<(), FleetError>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async { Ok(()) })
+        }
+        fn list(
+            &self,
+            _: usize,
+        ) -> BoxFuture<'_, Result<Vec<(String, SharedSession)>, FleetError>> {
+            Box::pin(async { Ok(Vec::new()) })
+        }
+        fn close<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), FleetError>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn marks_are_throttled_per_session_and_what_is_remembered_stays_bounded() {
+        let fleet = Arc::new(Counting::default());
+        let sessions = Sessions::new(fleet.clone(), Duration::from_secs(1800));
+        sessions.touch("a", || 1);
+        sessions.touch("a", || 2);
+        tokio::task::yield_now().await;
+        assert_eq!(
+            fleet.0.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "once per 5 s"
+        );
+        for n in 0..3 * TOUCHED_KEPT {
+            sessions.touch(&format!("s{n}"), || 0);
+        }
+        let kept = sessions.touched.lock().unwrap().len();
+        assert!(kept <= TOUCHED_KEPT, "{kept} sessions remembered");
     }
 }

@@ -413,11 +413,33 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if let Some(id) = &session
-        && state
-            .sessions
-            .owner(id)
-            .is_some_and(|owner| owner != caller.owner())
+    let posting = request.method() == http::Method::POST;
+    // Who opened the session: this replica knows the ones it holds; with a
+    // fleet, the store knows those another replica opened, which are
+    // continued here (restored) for their owner only.
+    let mut restoring = false;
+    let opened_by = match &session {
+        None => None,
+        Some(id) => match (state.sessions.owner(id), &state.fleet) {
+            (Some(owner), _) => Some(owner),
+            (None, None) => None,
+            (None, Some(fleet)) => match fleet.live(id).await {
+                Ok(found) => {
+                    restoring = found.is_some();
+                    found.map(|shared| shared.owner)
+                }
+                Err(e) => {
+                    tracing::warn!("cannot look session {id} up in the shared store: {e}");
+                    return store_away(
+                        "this MCP session is held by another replica and the shared store cannot be reached; retry shortly",
+                    );
+                }
+            },
+        },
+    };
+    if opened_by
+        .as_ref()
+        .is_some_and(|owner| *owner != caller.owner())
     {
         audit_refusal(
             &state,
@@ -430,36 +452,9 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             "this MCP session was opened with another token; open your own session",
         );
     }
-    let posting = request.method() == http::Method::POST;
-    // A session another replica opened is continued here for its owner only.
-    let mut restoring = false;
-    if let (Some(id), Some(fleet)) = (&session, &state.fleet)
-        && state.sessions.owner(id).is_none()
-    {
-        match fleet.live(id).await {
-            Ok(Some(shared)) if shared.owner != caller.owner() => {
-                audit_refusal(
-                    &state,
-                    peer(&request),
-                    StatusCode::FORBIDDEN,
-                    &format!("`{}` used a session another caller opened", caller.name),
-                );
-                return problem(
-                    StatusCode::FORBIDDEN,
-                    "this MCP session was opened with another token; open your own session",
-                );
-            }
-            Ok(Some(_)) => restoring = true,
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!("cannot look session {id} up in the shared store: {e}");
-                return store_away(
-                    "this MCP session is held by another replica and the shared store cannot be reached; retry shortly",
-                );
-            }
-        }
-    }
-    if let (Some(id), Some(fleet)) = (&session, &state.fleet) {
+    // Only a session that exists is marked used: an id a client made up
+    // leaves nothing behind here.
+    if let (Some(id), Some(fleet), Some(_)) = (&session, &state.fleet, &opened_by) {
         let registry = &state.gateway.inner.registry;
         fleet.touch(id, || registry.get(id).map_or(0, |s| s.calls));
     }
