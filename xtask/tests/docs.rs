@@ -9,8 +9,13 @@
 //!   `"key": value` pair is read as an object. `jsonc` drops `//` lines.
 //! - A block with no elision that is a whole `mcp.json` (`servers`) or
 //!   `.mcp.json` (`mcpServers`) is validated by `core-agent-mcp-config`, and a
-//!   whole `config.json` (`permissions`) by `core-agent-permissions`: both must
-//!   accept it with no problem.
+//!   whole `config.json` (`permissions` or `gateway`, a fragment such as
+//!   `{"gateway": {"tokens": …}}` included) is loaded as the binary loads it:
+//!   `core-agent-permissions` reads the file, with `core-agent-gateway`'s
+//!   reader checking its `gateway` section, so an unknown key or a wrong type
+//!   anywhere fails. Each must accept it with no problem; `${NAME}`
+//!   placeholders are accepted where the loader accepts them (they are
+//!   expanded only when the gateway starts).
 //! - Each `core-agent <subcommand…> [--flag…]` in a shell block or an inline
 //!   code span names subcommands and flags that the built binary's `--help`
 //!   lists (the hidden `__supervise` is the supervisor's entry, not a user
@@ -91,6 +96,7 @@ fn every_json_example_parses_and_every_config_example_validates() {
     let mut problems = Vec::new();
     let mut checked = 0;
     let mut validated = 0;
+    let mut gateway = 0;
     for (file, text) in pages() {
         for block in blocks(&text)
             .into_iter()
@@ -110,7 +116,10 @@ fn every_json_example_parses_and_every_config_example_validates() {
                     if !elided {
                         for value in &values {
                             match validate_config(value) {
-                                Ok(true) => validated += 1,
+                                Ok(true) => {
+                                    validated += 1;
+                                    gateway += usize::from(value.get("gateway").is_some());
+                                }
                                 Ok(false) => {}
                                 Err(e) => problems.push(format!("{at}: {e}")),
                             }
@@ -127,8 +136,9 @@ fn every_json_example_parses_and_every_config_example_validates() {
         problems.join("\n  ")
     );
     assert!(
-        checked >= 15 && validated >= 8,
-        "only {checked} JSON blocks read, {validated} validated: is the reader broken?"
+        checked >= 15 && validated >= 8 && gateway >= 6,
+        "only {checked} JSON blocks read, {validated} validated ({gateway} with a gateway \
+         section): is the reader broken?"
     );
 }
 
@@ -157,6 +167,24 @@ fn a_broken_or_invalid_example_is_caught() {
     assert!(validate_config(&bad_mcp).is_err());
     let bad_perm = serde_json::json!({"permissions": {"mode": "sometimes"}});
     assert!(validate_config(&bad_perm).is_err());
+    // A gateway section the gateway refuses: an unknown key, a wrong type, a
+    // secret written out; the same section with placeholders passes.
+    for bad in [
+        serde_json::json!({"gateway": {"max_session": 5}}),
+        serde_json::json!({"gateway": {"max_sessions": "5"}}),
+        serde_json::json!({"gateway": {"tokens": {"bot": {"env": "BOT", "trust_level": "root"}}}}),
+        serde_json::json!({"gateway": {"oauth": {"issuer": "https://id.example.com",
+            "audience": "https://gw.example.com/mcp",
+            "introspection": {"client_id": "gw", "client_secret": "hunter2"}}}}),
+        serde_json::json!({"permissions": {"mode": "ask"}, "gateway": {"audit": {"keep": "5"}}}),
+    ] {
+        assert!(validate_config(&bad).is_err(), "{bad} passed");
+    }
+    let placeholders = serde_json::json!({"gateway": {
+        "store": "postgres://core:${PGPASSWORD}@db/core_agent",
+        "oauth": {"issuer": "https://id.example.com", "audience": "https://gw.example.com/mcp",
+            "introspection": {"client_id": "gw", "client_secret": "${env:GW_SECRET}"}}}});
+    assert_eq!(validate_config(&placeholders), Ok(true));
     assert_eq!(
         validate_config(&serde_json::json!({"digest": 1})),
         Ok(false)
@@ -295,19 +323,42 @@ fn validate_config(value: &Value) -> Result<bool, String> {
             )),
         };
     }
-    if object.contains_key("permissions") {
-        let dir =
-            std::env::temp_dir().join(format!("docs-config-{}-{}", std::process::id(), text.len()));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let file = dir.join("config.json");
-        std::fs::write(&file, &text).map_err(|e| e.to_string())?;
-        let loaded = core_agent_permissions::PermissionsConfig::load(&file, None);
-        let _ = std::fs::remove_dir_all(&dir);
-        return loaded
-            .map(|_| true)
-            .map_err(|e| format!("core-agent-permissions refuses this config.json: {e}"));
+    if object.contains_key("permissions") || object.contains_key("gateway") {
+        return validate_config_json(&text).map(|()| true);
     }
     Ok(false)
+}
+
+/// Loads `text` as the project's `config.json` the way the binary does:
+/// `core-agent-permissions` reads the file with the gateway's reader checking
+/// its `gateway` section (`PermissionsConfig::load_checking` with
+/// `GatewayConfig::problems`), then `GatewayConfig::parse` reads that
+/// section. `${NAME}` placeholders stay as written, as the loader keeps them
+/// (they are expanded when the gateway starts).
+fn validate_config_json(text: &str) -> Result<(), String> {
+    use core_agent_gateway::GatewayConfig;
+    use core_agent_permissions::PermissionsConfig;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "docs-config-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("config.json");
+    let loaded = std::fs::write(&file, text)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            PermissionsConfig::load_checking(&file, None, &GatewayConfig::problems)
+                .map_err(|e| format!("the config.json loader refuses this config.json: {e}"))
+        });
+    let _ = std::fs::remove_dir_all(&dir);
+    let loaded = loaded?;
+    GatewayConfig::parse(&loaded.gateway)
+        .map(|_| ())
+        .map_err(|e| format!("core-agent-gateway refuses this config.json's gateway: {e}"))
 }
 
 // ---------------------------------------------------------------------------
