@@ -29,9 +29,14 @@ fn project() -> Project {
 }
 
 fn meta() -> Value {
+    meta_declaring(json!({}))
+}
+
+/// The request metadata of a client that declares `capabilities`.
+fn meta_declaring(capabilities: Value) -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": REVISION,
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "0"},
     })
 }
@@ -41,6 +46,8 @@ pub(crate) struct Client {
     url: String,
     token: String,
     http: reqwest::Client,
+    /// What it declares it answers (`clientCapabilities`).
+    capabilities: Value,
 }
 
 impl Client {
@@ -53,13 +60,20 @@ impl Client {
             url: url.to_owned(),
             token: token.to_owned(),
             http: reqwest::Client::builder().no_proxy().build().unwrap(),
+            capabilities: json!({}),
         }
+    }
+
+    /// The same client, declaring `capabilities` on each request.
+    fn declaring(mut self, capabilities: Value) -> Client {
+        self.capabilities = capabilities;
+        self
     }
 
     /// POSTs `method` with `params` (and the request metadata) as a
     /// 2026-07-28 client: no session, the standard headers.
     pub(crate) async fn post(&self, id: u64, method: &str, mut params: Value) -> reqwest::Response {
-        params["_meta"] = meta();
+        params["_meta"] = meta_declaring(self.capabilities.clone());
         let mut request = self
             .http
             .post(&self.url)
@@ -374,4 +388,67 @@ async fn listen_streams_the_list_changes_a_client_asked_for_and_no_others() {
     );
     drop((tools, prompts));
     assert_eq!(gateway.stop(), 130);
+}
+
+/// The first JSON-RPC message answering request `id` in `response`.
+async fn answer_to(response: reqwest::Response, id: u64) -> Value {
+    let mut frames = Frames::new(response);
+    loop {
+        let frame = frames.next(Duration::from_secs(30)).await;
+        let frame = frame.unwrap_or_else(|| panic!("the answer to {id} ended"));
+        if frame.get("id") == Some(&json!(id)) {
+            return frame;
+        }
+    }
+}
+
+/// A backend's sampling request reaches a client without a session only
+/// when the session's gate allows `sampling:<server>` by a rule: the
+/// client cannot be asked in the middle of the request, so in `ask` mode
+/// without the rule it is refused, naming the rule that would allow it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backends_sampling_reaches_a_client_without_a_session_only_when_the_gate_allows_it() {
+    let call = json!({"name": "ref_test_input_required_result_sampling", "arguments": {}});
+    let sampling = json!({"sampling": {}});
+    for allow in [json!(["mcp:ref_*"]), json!(["mcp:ref_*", "sampling:ref"])] {
+        let p = project();
+        p.write(
+            ".agents/config.json",
+            &json!({"permissions": {"mode": "ask", "allow": allow}}).to_string(),
+        );
+        let gateway = HttpGateway::start(&p);
+        let client = Client::new(&gateway.url).declaring(sampling.clone());
+        client.tools_when_ready().await;
+        let response = client.post(11, "tools/call", call.clone()).await;
+        let answer = answer_to(response, 11).await;
+        if allow.as_array().unwrap().len() == 1 {
+            // Not allowed: the backend's request never reaches the client.
+            let message = answer["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("\"sampling:ref\"") && message.contains("permissions.allow"),
+                "{answer}"
+            );
+            assert!(answer.get("result").is_none(), "{answer}");
+        } else {
+            // Allowed: the client is asked, and its answer reaches the
+            // backend on the retry.
+            let asked = &answer["result"];
+            assert_eq!(asked["resultType"], "input_required", "{answer}");
+            assert_eq!(
+                asked["inputRequests"]["capital_question"]["method"], "sampling/createMessage",
+                "{answer}"
+            );
+            let mut retry = call.clone();
+            retry["inputResponses"] = json!({"capital_question": {
+                "role": "assistant", "model": "e2e",
+                "content": {"type": "text", "text": "Paris"}}});
+            retry["requestState"] = asked["requestState"].clone();
+            let done = client.result("tools/call", retry).await;
+            assert_eq!(
+                done["content"][0]["text"], "The model said: \"Paris\"",
+                "{done}"
+            );
+        }
+        assert_eq!(gateway.stop(), 130);
+    }
 }

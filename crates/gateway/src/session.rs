@@ -230,6 +230,7 @@ impl McpSession {
     async fn relay<T>(
         &self,
         cx: &RequestContext<RoleServer>,
+        session: &core_agent_host::Session,
         what: &str,
         resume: Option<core_agent_mcp_transport::Resume>,
         request: impl std::future::Future<Output = Result<T, HostError>>,
@@ -249,6 +250,7 @@ impl McpSession {
             (
                 Err(HostError::Call(core_agent_mcp_transport::Error::InputRequired {
                     mut asked,
+                    server,
                     ..
                 })),
                 Some(key),
@@ -256,6 +258,7 @@ impl McpSession {
                 if let Some(missing) = undeclared(&mut asked, cx) {
                     return Err(ErrorData::missing_required_client_capability(missing));
                 }
+                gate_sampling(&mut asked, &server, session).await?;
                 asked.request_state = Some(key.seal(what, asked.request_state.as_deref()));
                 Ok(Err(*asked))
             }
@@ -420,6 +423,47 @@ fn undeclared(
     (before > 0 && requests.is_empty()).then_some(missing)
 }
 
+/// Leaves out of `asked` a backend's sampling requests unless the session's
+/// gate allows `sampling:<server>` without asking (a client without a
+/// session cannot be asked in the middle of a request); when that leaves
+/// nothing, the refusal says how to allow it.
+#[allow(deprecated)] // sampling (SEP-2577), which servers still use
+async fn gate_sampling(
+    asked: &mut rmcp::model::InputRequiredResult,
+    server: &str,
+    session: &core_agent_host::Session,
+) -> Result<(), ErrorData> {
+    use rmcp::model::InputRequest;
+    let Some(requests) = asked.input_requests.as_mut() else {
+        return Ok(());
+    };
+    if !requests
+        .values()
+        .any(|r| matches!(r, InputRequest::CreateMessage(_)))
+    {
+        return Ok(());
+    }
+    let Err(refused) = session.sampling_allowed(server).await else {
+        return Ok(());
+    };
+    tracing::info!("left out {server}'s sampling request: {refused}");
+    requests.retain(|_, r| !matches!(r, InputRequest::CreateMessage(_)));
+    if !requests.is_empty() {
+        return Ok(());
+    }
+    let why = match refused {
+        HostError::Denied {
+            unanswered_ask: true,
+            ..
+        } => format!(
+            "core-agent: `{server}` asked to use your model (sampling), which needs approval that a client without a session is not asked for in the middle of a request: add \"{ns}:{server}\" to permissions.allow",
+            ns = core_agent_host::SAMPLING,
+        ),
+        other => format!("core-agent: `{server}` may not use your model (sampling): {other}"),
+    };
+    Err(ErrorData::invalid_request(why, None))
+}
+
 /// Whether the client declared that it answers elicitations.
 fn elicits(cx: &RequestContext<RoleServer>) -> bool {
     cx.client_capabilities()
@@ -540,7 +584,7 @@ impl ServerHandler for McpSession {
         let what = format!("resources/read {}", request.uri);
         let resume = self.resume(&cx, &what, &request.input_responses, &request.request_state)?;
         let read = traced.wrap(live.session.read_resource(&request.uri));
-        let mut result = match self.relay(&cx, &what, resume, read).await? {
+        let mut result = match self.relay(&cx, &live.session, &what, resume, read).await? {
             Ok(result) => result,
             Err(asked) => return Ok(asked.into()),
         };
@@ -625,7 +669,7 @@ impl ServerHandler for McpSession {
         let what = format!("prompts/get {}", request.name);
         let resume = self.resume(&cx, &what, &request.input_responses, &request.request_state)?;
         let get = traced.wrap(live.session.get_prompt(&request.name, request.arguments));
-        let mut result = match self.relay(&cx, &what, resume, get).await? {
+        let mut result = match self.relay(&cx, &live.session, &what, resume, get).await? {
             Ok(result) => result,
             Err(asked) => return Ok(asked.into()),
         };
@@ -794,6 +838,7 @@ impl ServerHandler for McpSession {
             Ok(result) => Ok(complete(result)),
             Err(HostError::Call(core_agent_mcp_transport::Error::InputRequired {
                 mut asked,
+                server,
                 ..
             })) => match &self.gateway.inner.relay_key {
                 Some(key) => {
@@ -803,6 +848,9 @@ impl ServerHandler for McpSession {
                     if let Some(missing) = undeclared(&mut asked, &cx) {
                         return Err(ErrorData::missing_required_client_capability(missing));
                     }
+                    // Nor does a backend use the client's model unless the
+                    // gate allows it.
+                    gate_sampling(&mut asked, &server, &live.session).await?;
                     asked.request_state =
                         Some(key.seal(&request.name, asked.request_state.as_deref()));
                     Ok((*asked).into())

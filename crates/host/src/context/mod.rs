@@ -381,6 +381,25 @@ impl crate::Session {
     /// `sampling:<server>` like a read-only call, asking the caller in
     /// `ask` mode (an "always" answer holds for the session).
     pub async fn approve_sampling(&self, server: &str) -> Result<()> {
+        self.decide_sampling(server, self.prompter.as_ref()).await
+    }
+
+    /// Whether `server` may use this session's caller's model without the
+    /// caller being asked: the gate must allow `sampling:<server>` by a
+    /// rule, the mode, or an "always" answer the session remembers; where
+    /// it would ask, this refuses (`Error::Denied` with `unanswered_ask`).
+    /// For callers that cannot be asked in the middle of a request, such as
+    /// clients without sessions whose answers come back on a retry.
+    pub async fn sampling_allowed(&self, server: &str) -> Result<()> {
+        self.decide_sampling(server, &core_agent_permissions::RefuseAll)
+            .await
+    }
+
+    async fn decide_sampling(
+        &self,
+        server: &str,
+        prompter: &dyn core_agent_permissions::Prompter,
+    ) -> Result<()> {
         // What the ask shows beside the server's name.
         let mut arguments = serde_json::Map::new();
         arguments.insert(
@@ -393,14 +412,9 @@ impl crate::Session {
             arguments: &arguments,
             read_only: true,
         };
-        crate::pipeline::gate_remembering(
-            &self.gate,
-            self.prompter.as_ref(),
-            request,
-            self.remembering(),
-        )
-        .await
-        .1
+        crate::pipeline::gate_remembering(&self.gate, prompter, request, self.remembering())
+            .await
+            .1
     }
 }
 
