@@ -23,14 +23,14 @@ const URI_PREFIX: &str = "core-agent://everything/";
 
 /// Runs the Python SDK's context client with `options` against `target`
 /// (`stdio DIR COMMAND ARGS…` or `http URL TOKEN`) and returns what it saw.
-fn observe(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
+pub(crate) fn observe(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
     let mut cmd = Command::new(python());
     cmd.arg(root().join("tests/fixture/context_client.py"));
     run_client(cmd, dir, options, target)
 }
 
 /// Runs the TypeScript SDK's context client the same way.
-fn observe_ts(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
+pub(crate) fn observe_ts(dir: &std::path::Path, options: Value, target: &[String]) -> Value {
     let mut cmd = Command::new(node());
     cmd.arg(root().join("tests/fixture/context_client.mjs"))
         .env("MCP_SDK_DIR", ts_sdk());
@@ -90,7 +90,7 @@ fn project() -> Project {
     p
 }
 
-fn serve_over_stdio(p: &Project, extra: &[&str]) -> Vec<String> {
+pub(crate) fn serve_over_stdio(p: &Project, extra: &[&str]) -> Vec<String> {
     let agents = p.path().join(".agents");
     let mut target = vec![
         "stdio".to_owned(),
@@ -229,6 +229,17 @@ fn compare_core(direct: &Value, gateway: &Value, digested: bool) {
     assert_eq!(direct["args_prompt"], gateway["args_prompt"], "{why}");
     assert_eq!(direct["completion"], gateway["completion"], "{why}");
     assert_eq!(gateway["completion"], json!(["Sales", "Support"]), "{why}");
+    // A resource template's argument completes through its public URI,
+    // answered by the server.
+    assert_eq!(
+        direct["template_completion"], gateway["template_completion"],
+        "{why}"
+    );
+    assert_eq!(
+        gateway["template_completion"],
+        json!({"7": ["7"], "x": []}),
+        "{why}"
+    );
     // Errors name what is wrong.
     let error = |key: &str| gateway[key].as_str().unwrap_or_default().to_owned();
     assert!(error("missing_argument").contains("`city`"), "{why}");
@@ -238,6 +249,19 @@ fn compare_core(direct: &Value, gateway: &Value, digested: bool) {
     );
     assert!(
         error("unknown_resource").contains("demo://no/such/thing"),
+        "{why}"
+    );
+    // Completing an argument of a prompt that does not exist: a protocol
+    // error, as directly, naming the close match.
+    assert!(
+        direct["unknown_completion"]
+            .as_str()
+            .is_some_and(|e| e.contains("completable_promt")),
+        "{why}"
+    );
+    assert!(
+        error("unknown_completion")
+            .contains(&format!("did you mean `{}`", named("completable-prompt"))),
         "{why}"
     );
 }
@@ -529,7 +553,7 @@ fn serve_for_one_server_carries_its_resources_and_prompts_under_their_own_names(
 
 /// Runs the MCP Inspector's CLI with `args` (its target, then `--method …`)
 /// and returns the JSON it prints.
-fn inspect(dir: &std::path::Path, args: &[String]) -> Value {
+pub(crate) fn inspect(dir: &std::path::Path, args: &[String]) -> Value {
     let mut cmd = Command::new("timeout");
     cmd.arg("120").arg(node());
     hermetic(&mut cmd)

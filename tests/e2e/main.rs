@@ -24,6 +24,7 @@ mod gate;
 mod gateway_audit;
 mod gateway_clients;
 mod gateway_context;
+mod gateway_context_filesystem;
 mod gateway_load;
 mod gateway_oauth;
 mod gateway_stateless;
