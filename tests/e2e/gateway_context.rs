@@ -363,8 +363,17 @@ fn trust_levels_and_switches_hide_a_servers_resources_and_prompts() {
 #[test]
 fn a_backends_sampling_goes_through_the_gate_to_the_client_and_the_clients_roots_reach_it() {
     let p = project();
-    let options = json!({"sampling": true, "roots": true, "list_only": true,
-                         "try_read": "none", "prefix": PREFIX});
+    // The roots change once they were seen: the client says so
+    // (`notifications/roots/list_changed`) and server-everything's next
+    // `roots/list` has the new ones.
+    let change = json!({"roots_change": ["file:///tmp/core-agent-e2e-root-2"],
+                        "roots_change_expect": "core-agent-e2e-root-2"});
+    let mut options = json!({"sampling": true, "roots": true, "list_only": true,
+                             "try_read": "none", "prefix": PREFIX});
+    options
+        .as_object_mut()
+        .unwrap()
+        .extend(change.as_object().unwrap().clone());
     let target = [
         "stdio".to_owned(),
         p.path().to_str().unwrap().to_owned(),
@@ -372,10 +381,18 @@ fn a_backends_sampling_goes_through_the_gate_to_the_client_and_the_clients_roots
         everything_js().to_str().unwrap().to_owned(),
         "stdio".to_owned(),
     ];
-    let direct = observe(
-        p.path(),
-        json!({"sampling": true, "roots": true, "list_only": true, "try_read": "none"}),
-        &target,
+    let mut direct_options =
+        json!({"sampling": true, "roots": true, "list_only": true, "try_read": "none"});
+    direct_options
+        .as_object_mut()
+        .unwrap()
+        .extend(change.as_object().unwrap().clone());
+    let direct = observe(p.path(), direct_options, &target);
+    assert!(
+        direct["roots_after"]
+            .as_str()
+            .is_some_and(|t| t.contains("file:///tmp/core-agent-e2e-root-2")),
+        "{direct}"
     );
     assert!(
         direct["sampled"].as_str().is_some_and(
@@ -396,6 +413,7 @@ fn a_backends_sampling_goes_through_the_gate_to_the_client_and_the_clients_roots
         "the client was not asked: {refused}"
     );
     assert_eq!(refused["roots"], direct["roots"], "{refused}");
+    assert_eq!(refused["roots_after"], direct["roots_after"], "{refused}");
     // Allowed: the client's model answers the backend, as it does directly.
     p.write(
         ".agents/config.json",
@@ -712,6 +730,138 @@ fn a_clients_log_level_reaches_a_backend_on_2026_07_28_in_each_calls_meta() {
     assert!(
         logs.iter()
             .any(|m| m["level"] == "debug" && m["logger"] == "ref/ref-server"),
+        "{seen}"
+    );
+}
+
+#[test]
+fn resource_and_prompt_list_changes_reach_a_session_through_serve_over_stdio_and_http() {
+    // server-everything's gzip-file-as-resource adds a session resource
+    // (`notifications/resources/list_changed`); the reference server's
+    // `test_trigger_prompt_change` says its prompts changed.
+    let p = Project::new(&json!({
+        "version": 1,
+        "servers": {
+            "everything": everything_stdio(),
+            "ref": {"transport": "stdio", "command": bin("ref-server"), "args": ["stdio"]},
+        },
+    }));
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"allow": ["mcp:*"]}}).to_string(),
+    );
+    let direct_everything = observe(
+        p.path(),
+        json!({"changes": {"gzip": "gzip-file-as-resource"}}),
+        &[
+            "stdio".to_owned(),
+            p.path().to_str().unwrap().to_owned(),
+            node().to_str().unwrap().to_owned(),
+            everything_js().to_str().unwrap().to_owned(),
+            "stdio".to_owned(),
+        ],
+    );
+    let direct_ref = observe(
+        p.path(),
+        json!({"changes": {"prompt_trigger": "test_trigger_prompt_change"}}),
+        &[
+            "stdio".to_owned(),
+            p.path().to_str().unwrap().to_owned(),
+            bin("ref-server").to_str().unwrap().to_owned(),
+            "stdio".to_owned(),
+        ],
+    );
+    let why = format!("{direct_everything}\n{direct_ref}");
+    assert!(
+        direct_everything["resources_changed"].as_u64() >= Some(1),
+        "{why}"
+    );
+    assert!(direct_ref["prompts_changed"].as_u64() >= Some(1), "{why}");
+    let new = direct_everything["new_resources"].as_array().unwrap();
+    assert_eq!(new.len(), 1, "{why}");
+    let public = json!([format!("{URI_PREFIX}{}", new[0].as_str().unwrap())]);
+    let options = json!({"changes": {"gzip": "everything_gzip_file_as_resource",
+                                      "prompt_trigger": "ref_test_trigger_prompt_change"}});
+    let check = |seen: &Value| {
+        let why = format!("{seen}\ndirectly: {why}");
+        assert!(
+            seen["gzipped"]
+                .as_str()
+                .is_some_and(|t| !t.starts_with("error")),
+            "{why}"
+        );
+        assert!(seen["resources_changed"].as_u64() >= Some(1), "{why}");
+        assert_eq!(seen["new_resources"], public, "{why}");
+        assert!(seen["prompts_changed"].as_u64() >= Some(1), "{why}");
+    };
+    check(&observe(
+        p.path(),
+        options.clone(),
+        &serve_over_stdio(&p, &[]),
+    ));
+    let gateway = HttpGateway::start(&p);
+    let target = ["http".to_owned(), gateway.url.clone(), TOKEN.to_owned()];
+    check(&observe(p.path(), options, &target));
+    let stderr = gateway.stderr();
+    assert_eq!(gateway.stop(), 130, "{stderr}");
+}
+
+#[test]
+fn two_sessions_hear_a_backends_log_message_outside_any_call_each_at_its_own_level() {
+    // `log_later` logs at info and at error half a second after it
+    // answered, when no call is in flight: every session hears it, each as
+    // its own `logging/setLevel` lets through, tagged with the server.
+    let p = Project::new(&json!({
+        "version": 1,
+        "servers": {"logs": {"transport": "stdio", "command": node(),
+                             "args": [root().join("tests/fixture/log_backend.mjs")],
+                             "env": {"MCP_SDK_DIR": ts_sdk()}}},
+    }));
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"allow": ["mcp:logs_*"]}}).to_string(),
+    );
+    let gateway = HttpGateway::start(&p);
+    let target = ["http".to_owned(), gateway.url.clone(), TOKEN.to_owned()];
+    let seen = observe(
+        p.path(),
+        json!({"two_sessions": {"levels": ["debug", "error"], "tool": "logs_log_later", "wait": 2}}),
+        &target,
+    );
+    let stderr = gateway.stderr();
+    assert_eq!(gateway.stop(), 130, "{stderr}");
+    assert_eq!(seen["called"], json!("later"), "{seen}");
+    let heard = |i: usize| -> Vec<Value> {
+        seen["logs"][i]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["logger"] == "logs/log-backend")
+            .map(|m| json!([m["level"], m["data"]]))
+            .collect()
+    };
+    assert_eq!(
+        heard(0),
+        [
+            json!(["info", "info after the call"]),
+            json!(["error", "error after the call"])
+        ],
+        "{seen}"
+    );
+    assert_eq!(
+        heard(1),
+        [json!(["error", "error after the call"])],
+        "{seen}"
+    );
+    // Nothing under `error` reached the second session from anywhere.
+    assert!(
+        seen["logs"][1].as_array().unwrap().iter().all(|m| [
+            "error",
+            "critical",
+            "alert",
+            "emergency"
+        ]
+        .contains(&m["level"].as_str().unwrap_or_default())),
         "{seen}"
     );
 }
