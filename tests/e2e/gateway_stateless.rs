@@ -452,3 +452,71 @@ async fn a_backends_sampling_reaches_a_client_without_a_session_only_when_the_ga
         assert_eq!(gateway.stop(), 130);
     }
 }
+
+/// The names in a list result's `key` array.
+fn names(listed: &Value, key: &str) -> Vec<String> {
+    listed[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A backend's lists are kept as long as their `ttlMs` says, and listed
+/// again once it passed: the reference server adds a tool and a prompt at
+/// every listing without saying so, so only a re-list shows them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backends_lists_are_listed_again_once_their_ttl_passed_and_not_before() {
+    const TTL: Duration = Duration::from_millis(3000);
+    let p = Project::new(&json!({
+        "version": 1,
+        "servers": {"ref": {"transport": "stdio", "command": bin("ref-server"), "args": ["stdio"],
+            "env": {"REF_SERVER_CHURN_TTL_MS": TTL.as_millis().to_string()}}},
+    }));
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"mode": "yolo"}}).to_string(),
+    );
+    let gateway = HttpGateway::start(&p);
+    let client = Client::new(&gateway.url);
+
+    // The handshake's listing was the first: within its freshness, lists
+    // are served from what it gave.
+    let first = names(&client.tools_when_ready().await, "tools");
+    let prompts = names(&client.result("prompts/list", json!({})).await, "prompts");
+    let listed_at = Instant::now();
+    assert!(first.contains(&"ref_test_listed_1".to_owned()), "{first:?}");
+    assert!(
+        prompts.contains(&"ref_test_listed_1".to_owned()),
+        "{prompts:?}"
+    );
+    let again = names(&client.result("tools/list", json!({})).await, "tools");
+    let prompts_again = names(&client.result("prompts/list", json!({})).await, "prompts");
+    assert!(listed_at.elapsed() < TTL, "too slow to check the freshness");
+    assert_eq!(again, first, "listed again while fresh");
+    assert_eq!(prompts_again, prompts, "listed again while fresh");
+
+    // Past it, the next listing asks the backend again.
+    tokio::time::sleep(TTL).await;
+    let prompts = names(&client.result("prompts/list", json!({})).await, "prompts");
+    assert!(
+        prompts.contains(&"ref_test_listed_2".to_owned()),
+        "{prompts:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // Tools are listed again in the background; the client hears of
+        // the change and lists again.
+        let tools = names(&client.result("tools/list", json!({})).await, "tools");
+        if tools.contains(&"ref_test_listed_2".to_owned()) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the stale tools were never listed again: {tools:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(gateway.stop(), 130);
+}

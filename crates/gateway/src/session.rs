@@ -711,6 +711,9 @@ impl ServerHandler for McpSession {
             let _ =
                 tokio::time::timeout(self.gateway.inner.options.list_wait, host.wait_all()).await;
         }
+        // A backend whose listing went past its `ttlMs` is listed again;
+        // what it finds reaches the client as `tools/list_changed`.
+        host.revalidate();
         let tools = self
             .gateway
             .inner

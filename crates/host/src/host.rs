@@ -465,6 +465,15 @@ impl Host {
         self.servers.all_started()
     }
 
+    /// Lists again, in the background, the tools of servers whose last
+    /// listing is past the freshness they gave it (`ttlMs`); a change found
+    /// rebuilds the catalog and wakes [`Host::subscribe`]rs. For a front end
+    /// to call when its client lists tools. Must be called within a Tokio
+    /// runtime.
+    pub fn revalidate(&self) {
+        self.servers.revalidate();
+    }
+
     /// A receiver that wakes whenever the catalog may have changed (a
     /// server's tools changed on `tools/list_changed`, or the servers
     /// stopped); [`Host::catalog`] then gives the new one.

@@ -82,7 +82,13 @@ pub struct Listing<T> {
     pub items: Vec<T>,
     /// The listing stopped at `max_pages` while the server had more.
     pub truncated: bool,
+    /// How long the server said the list stays fresh (`ttlMs`, the
+    /// shortest of its pages'); `None` when a page said nothing.
+    pub fresh_for: Option<std::time::Duration>,
 }
+
+/// One page of a list: its items, the next cursor, and its `ttlMs`.
+type Page<T> = (Vec<T>, Option<String>, Option<u64>);
 
 /// How a request run by `Server::request` went wrong.
 enum Failure {
@@ -240,7 +246,7 @@ impl Server {
             Offer::Resources,
             |peer, cursor| async move {
                 let page = peer.list_resources(Some(cursor)).await?;
-                Ok((page.resources, page.next_cursor))
+                Ok((page.resources, page.next_cursor, page.ttl_ms))
             },
         )
         .await
@@ -253,7 +259,7 @@ impl Server {
             Offer::Resources,
             |peer, cursor| async move {
                 let page = peer.list_resource_templates(Some(cursor)).await?;
-                Ok((page.resource_templates, page.next_cursor))
+                Ok((page.resource_templates, page.next_cursor, page.ttl_ms))
             },
         )
         .await
@@ -349,7 +355,7 @@ impl Server {
     pub async fn list_prompts(&self) -> Result<Listing<Prompt>> {
         self.pages("prompts/list", Offer::Prompts, |peer, cursor| async move {
             let page = peer.list_prompts(Some(cursor)).await?;
-            Ok((page.prompts, page.next_cursor))
+            Ok((page.prompts, page.next_cursor, page.ttl_ms))
         })
         .await
     }
@@ -422,16 +428,19 @@ impl Server {
     async fn pages<T, F, Fut>(&self, what: &str, offer: Offer, page: F) -> Result<Listing<T>>
     where
         F: Fn(rmcp::Peer<RoleClient>, PaginatedRequestParams) -> Fut,
-        Fut: Future<Output = std::result::Result<(Vec<T>, Option<String>), rmcp::ServiceError>>,
+        Fut: Future<Output = std::result::Result<Page<T>, rmcp::ServiceError>>,
     {
         let max_pages = self.limits().max_pages.max(1);
         self.request(what.to_owned(), offer, |conn| async move {
             let peer = conn.peer.clone();
             let mut items = Vec::new();
             let mut cursor = None;
+            let mut fresh = None;
             for _ in 0..max_pages {
                 let params = PaginatedRequestParams::default().with_cursor(cursor);
-                let (more, next) = page(peer.clone(), params).await.map_err(Failure::Service)?;
+                let (more, next, ttl_ms) =
+                    page(peer.clone(), params).await.map_err(Failure::Service)?;
+                fresh = Some(crate::tools::shortest(fresh, ttl_ms));
                 items.extend(more);
                 match next {
                     Some(next) => cursor = Some(next),
@@ -439,6 +448,7 @@ impl Server {
                         return Ok(Listing {
                             items,
                             truncated: false,
+                            fresh_for: fresh.flatten(),
                         });
                     }
                 }
@@ -446,6 +456,7 @@ impl Server {
             Ok(Listing {
                 items,
                 truncated: true,
+                fresh_for: fresh.flatten(),
             })
         })
         .await

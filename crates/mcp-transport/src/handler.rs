@@ -95,8 +95,18 @@ impl Handler {
         }
     }
 
-    /// The server's tools changed: list them again.
+    /// The server said its tools changed: list them again.
     pub(crate) fn tools_changed(&self, peer: rmcp::Peer<RoleClient>) {
+        self.relist(peer, true);
+    }
+
+    /// The tools' listing went past its freshness (`ttlMs`): list them
+    /// again, telling a change only when they differ.
+    pub(crate) fn tools_stale(&self, peer: rmcp::Peer<RoleClient>) {
+        self.relist(peer, false);
+    }
+
+    fn relist(&self, peer: rmcp::Peer<RoleClient>, said: bool) {
         crate::tools::list_changed(
             &self.tools,
             &self.relisting,
@@ -104,6 +114,7 @@ impl Handler {
             self.max_pages,
             self.relist_timeout,
             peer,
+            said,
         );
     }
 

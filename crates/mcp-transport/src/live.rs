@@ -190,6 +190,8 @@ pub(crate) struct Connection {
     /// On 2026-07-28: the handler, for the listen streams of subscribed
     /// resources (`None` on older revisions, where updates come unscoped).
     pub(crate) listener: Option<Handler>,
+    /// The connection's handler, which re-lists its tools.
+    pub(crate) handler: Handler,
     /// On 2026-07-28: the stream of list changes, ended with the connection.
     lists: Option<tokio::task::JoinHandle<()>>,
     /// On 2026-07-28: the stream of each subscribed resource's updates.
@@ -217,6 +219,7 @@ impl Connection {
         let elicitor = service.service().elicitor.clone();
         let sampler = service.service().sampler.clone();
         let roots = service.service().roots.clone();
+        let handler = service.service().clone();
         let version = service.peer_info().map(|p| p.protocol_version.clone());
         let listener =
             crate::listen::needs_listen(version.as_ref()).then(|| service.service().clone());
@@ -241,6 +244,7 @@ impl Connection {
             sampler,
             roots,
             listener,
+            handler,
             lists,
             resource_streams: Default::default(),
             kill_grace,

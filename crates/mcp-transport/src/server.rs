@@ -198,6 +198,30 @@ impl Server {
         self.live().map(|l| l.tools.tools()).unwrap_or_default()
     }
 
+    /// Lists the server's tools again, in the background, when the freshness
+    /// it gave its last listing (`ttlMs`) has passed; a server that gave
+    /// none is listed again only when it says its tools changed. Re-lists
+    /// are paced and coalesced with those after `tools/list_changed`, and a
+    /// listing that finds the same tools changes nothing. Must be called
+    /// within a Tokio runtime.
+    pub fn revalidate(&self) {
+        let Some(live) = self.live() else {
+            return;
+        };
+        if !live.tools.stale() {
+            return;
+        }
+        let conn = live.connection();
+        if conn
+            .handler
+            .relisting
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
+        conn.handler.tools_stale(conn.peer.clone());
+    }
+
     /// The first line a stdio server wrote to stdout that was not a protocol
     /// message (such lines are dropped; a well-behaved server writes none).
     pub fn stdout_noise(&self) -> Option<String> {

@@ -193,10 +193,20 @@ impl Servers {
     }
 
     /// How many times the servers' tools have changed (a start ended, a
-    /// tool list kept after `tools/list_changed`, or a shutdown). Equal
-    /// versions mean equal tools.
+    /// tool list kept that differs from the one before, or a shutdown).
+    /// Equal versions mean equal tools.
     pub fn tools_version(&self) -> u64 {
         *self.changed.borrow()
+    }
+
+    /// Lists again, in the background, the tools of every server whose
+    /// last listing is past the freshness the server gave it (`ttlMs`):
+    /// [`Server::revalidate`]. For a front end to call when a client lists
+    /// tools; a change found reaches subscribers like any other.
+    pub fn revalidate(&self) {
+        for server in self.iter() {
+            server.revalidate();
+        }
     }
 
     /// Wakes the subscribers as if the tools had changed, for a change made

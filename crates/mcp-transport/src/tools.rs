@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 use rmcp::RoleClient;
 use rmcp::model::Tool;
 
-/// The tools a server listed, and whether the list was cut at `max_pages`.
-pub(crate) type Listed = (Vec<Tool>, bool);
+/// The tools a server listed, whether the list was cut at `max_pages`, and
+/// how long the server said it stays fresh (`ttlMs`, the shortest of its
+/// pages'; `None` when a page said nothing: fresh until it says it changed).
+pub(crate) type Listed = (Vec<Tool>, bool, Option<Duration>);
 
 /// Lists the server's tools, following at most `max_pages` pages.
 pub(crate) async fn list_tools(
@@ -18,19 +20,31 @@ pub(crate) async fn list_tools(
 ) -> std::result::Result<Listed, rmcp::ServiceError> {
     let mut tools = Vec::new();
     let mut cursor = None;
+    let mut fresh: Option<Option<Duration>> = None;
     for _ in 0..max_pages.max(1) {
         let page = peer
             .list_tools(Some(
                 rmcp::model::PaginatedRequestParams::default().with_cursor(cursor),
             ))
             .await?;
+        fresh = Some(shortest(fresh, page.ttl_ms));
         tools.extend(page.tools);
         match page.next_cursor {
             Some(next) => cursor = Some(next),
-            None => return Ok((tools, false)),
+            None => return Ok((tools, false, fresh.flatten())),
         }
     }
-    Ok((tools, true))
+    Ok((tools, true, fresh.flatten()))
+}
+
+/// The freshness of pages so far (`None` before the first) with one more
+/// page's `ttlMs`: the shortest, and none once any page gave none.
+pub(crate) fn shortest(so_far: Option<Option<Duration>>, ttl_ms: Option<u64>) -> Option<Duration> {
+    let page = ttl_ms.map(Duration::from_millis);
+    match so_far {
+        None => page,
+        Some(so_far) => so_far.zip(page).map(|(a, b)| a.min(b)),
+    }
 }
 
 /// Re-lists after `tools/list_changed` begin at least this far apart: a
@@ -55,6 +69,9 @@ pub(crate) struct ToolState {
     changed: Arc<tokio::sync::watch::Sender<u64>>,
     /// When the last re-list began.
     last_relist: Mutex<Option<Instant>>,
+    /// The server said its tools changed since the last listing kept: the
+    /// next one is told as a change even when it finds the same tools.
+    said_changed: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -64,6 +81,11 @@ struct Listing {
     tools: Vec<Tool>,
     /// The list was cut at `max_pages`.
     truncated: bool,
+    /// Until when the server said the list stays fresh (`ttlMs`); `None`:
+    /// until it says it changed.
+    fresh_until: Option<Instant>,
+    /// A listing was kept (the first one is a change even when empty).
+    kept: bool,
 }
 
 impl ToolState {
@@ -74,6 +96,7 @@ impl ToolState {
             current: RwLock::new(Listing::default()),
             changed,
             last_relist: Mutex::new(None),
+            said_changed: AtomicBool::new(false),
         }
     }
 
@@ -123,19 +146,40 @@ impl ToolState {
     }
 
     /// Keeps a listing that began at generation `since`, unless a listing
-    /// that began later is already kept.
-    pub(crate) fn store(&self, since: u64, (tools, truncated): Listed) {
+    /// that began later is already kept; tells of a change when the server
+    /// said its tools changed, or when the list differs from the one kept
+    /// (a re-list because the old one went stale usually finds the same
+    /// tools, and tells nothing).
+    pub(crate) fn store(&self, since: u64, (tools, truncated, fresh_for): Listed) {
+        let began = Instant::now();
         if let Ok(mut current) = self.current.write()
             && since >= current.since
         {
+            let said = self.said_changed.swap(false, Ordering::SeqCst);
+            let changed =
+                said || !current.kept || current.truncated != truncated || current.tools != tools;
             *current = Listing {
                 since,
                 tools,
                 truncated,
+                fresh_until: fresh_for.and_then(|ttl| began.checked_add(ttl)),
+                kept: true,
             };
             drop(current);
-            self.changed.send_modify(|v| *v += 1);
+            if changed {
+                self.changed.send_modify(|v| *v += 1);
+            }
         }
+    }
+
+    /// Whether the kept listing is past the freshness its server gave it
+    /// (`ttlMs`), so it is to be listed again.
+    pub(crate) fn stale(&self) -> bool {
+        self.current
+            .read()
+            .ok()
+            .and_then(|c| c.fresh_until)
+            .is_some_and(|until| Instant::now() >= until)
     }
 
     /// The tools of the newest listing.
@@ -152,8 +196,9 @@ impl ToolState {
     }
 }
 
-/// Answers a `tools/list_changed` on a connection: counts it and, unless
-/// the connection's re-lister (`slot`) already runs, starts one on `peer`.
+/// Answers a `tools/list_changed` on a connection (or a listing gone
+/// stale): counts it and, unless the connection's re-lister (`slot`)
+/// already runs, starts one on `peer`.
 pub(crate) fn list_changed(
     tools: &Arc<ToolState>,
     slot: &Arc<AtomicBool>,
@@ -161,7 +206,11 @@ pub(crate) fn list_changed(
     max_pages: usize,
     timeout: Duration,
     peer: rmcp::Peer<RoleClient>,
+    said: bool,
 ) {
+    if said {
+        tools.said_changed.store(true, Ordering::SeqCst);
+    }
     tools.notify();
     if !ToolState::claim_relister(slot) {
         return;
@@ -243,6 +292,55 @@ mod tests {
         // Another connection's slot (after a restart) is its own.
         let next = AtomicBool::new(false);
         assert!(ToolState::claim_relister(&next));
+    }
+
+    fn tool(name: &str) -> Tool {
+        serde_json::from_value(serde_json::json!({"name": name, "inputSchema": {"type": "object"}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_listing_is_a_change_when_it_differs_or_the_server_said_so() {
+        let (tx, rx) = tokio::sync::watch::channel(0);
+        let s = ToolState::new(Arc::new(tx));
+        // The first listing is a change even when empty.
+        s.store(0, (vec![], false, None));
+        assert_eq!(*rx.borrow(), 1);
+        // The same tools again, listed because they went stale: no change.
+        s.store(0, (vec![], false, None));
+        assert_eq!(*rx.borrow(), 1);
+        s.store(0, (vec![tool("a")], false, None));
+        assert_eq!(*rx.borrow(), 2);
+        // The server said they changed: told, even when they are the same.
+        s.said_changed.store(true, Ordering::SeqCst);
+        s.store(0, (vec![tool("a")], false, None));
+        assert_eq!(*rx.borrow(), 3);
+        s.store(0, (vec![tool("a")], true, None));
+        assert_eq!(*rx.borrow(), 4, "cut at max_pages is a change");
+    }
+
+    #[test]
+    fn a_listing_goes_stale_only_after_the_freshness_its_server_gave() {
+        let s = state();
+        s.store(0, (vec![], false, None));
+        assert!(
+            !s.stale(),
+            "no ttlMs: fresh until the server says it changed"
+        );
+        s.store(0, (vec![], false, Some(Duration::from_secs(3600))));
+        assert!(!s.stale());
+        s.store(0, (vec![], false, Some(Duration::ZERO)));
+        assert!(s.stale(), "ttlMs 0: stale at once");
+    }
+
+    #[test]
+    fn the_freshness_of_pages_is_the_shortest_and_none_once_a_page_gave_none() {
+        let ms = Duration::from_millis;
+        assert_eq!(shortest(None, Some(500)), Some(ms(500)));
+        assert_eq!(shortest(Some(Some(ms(500))), Some(200)), Some(ms(200)));
+        assert_eq!(shortest(Some(Some(ms(500))), None), None);
+        assert_eq!(shortest(Some(None), Some(200)), None);
+        assert_eq!(shortest(None, None), None);
     }
 
     #[test]

@@ -69,12 +69,17 @@ pub struct Offers {
     pub logging: bool,
 }
 
+/// A server's prompts as listed, and until when they are fresh (`None`:
+/// until the server says they changed).
+pub(crate) type CachedPrompts = (Arc<Vec<Prompt>>, Option<std::time::Instant>);
+
 /// What the host keeps about resources and prompts across sessions.
 pub(crate) struct ContextState {
     /// Every server's notices, for whoever listens.
     notices: tokio::sync::broadcast::Sender<Notice>,
-    /// Each server's prompts as last listed, until it says they changed.
-    prompts: Arc<Mutex<HashMap<String, Arc<Vec<Prompt>>>>>,
+    /// Each server's prompts as last listed, until it says they changed or
+    /// the freshness it gave them (`ttlMs`) has passed.
+    prompts: Arc<Mutex<HashMap<String, CachedPrompts>>>,
     /// Subscriptions to each (server, URI), counted across sessions: the
     /// server hears the first subscribe and the last unsubscribe.
     subscriptions: Mutex<HashMap<(String, String), usize>>,
@@ -92,7 +97,7 @@ impl ContextState {
     /// the host's listeners, then to `theirs` (the embedder's own sink).
     pub(crate) fn new(theirs: Option<NoticeSink>) -> (ContextState, NoticeSink) {
         let (notices, _) = tokio::sync::broadcast::channel(NOTICE_BUFFER);
-        let prompts: Arc<Mutex<HashMap<String, Arc<Vec<Prompt>>>>> = Arc::default();
+        let prompts: Arc<Mutex<HashMap<String, CachedPrompts>>> = Arc::default();
         let sink: NoticeSink = {
             let notices = notices.clone();
             let prompts = prompts.clone();

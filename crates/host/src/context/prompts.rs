@@ -76,8 +76,9 @@ impl Host {
             .collect()
     }
 
-    /// The prompts `server` lists, from the cache or asked for now (a
-    /// server that fails to list has none).
+    /// The prompts `server` lists, from the cache while fresh or asked for
+    /// now (a server that fails to list has none). A listing stays until
+    /// the server says its prompts changed, or as long as its `ttlMs` says.
     async fn prompts_of(&self, server: &Server) -> Arc<Vec<Prompt>> {
         let cached = self
             .context
@@ -85,14 +86,18 @@ impl Host {
             .lock()
             .ok()
             .and_then(|cache| cache.get(server.name()).cloned());
-        if let Some(prompts) = cached {
+        if let Some((prompts, until)) = cached
+            && until.is_none_or(|until| std::time::Instant::now() < until)
+        {
             return prompts;
         }
+        let began = std::time::Instant::now();
         match server.list_prompts().await {
             Ok(listing) => {
                 let prompts = Arc::new(listing.items);
+                let until = listing.fresh_for.and_then(|ttl| began.checked_add(ttl));
                 if let Ok(mut cache) = self.context.prompts.lock() {
-                    cache.insert(server.name().to_owned(), prompts.clone());
+                    cache.insert(server.name().to_owned(), (prompts.clone(), until));
                 }
                 prompts
             }
