@@ -592,6 +592,11 @@ pub(crate) fn inspect(dir: &std::path::Path, args: &[String]) -> Value {
         .unwrap_or_else(|e| panic!("inspector {args:?} printed no JSON ({e}):\n{stdout}\n{stderr}"))
 }
 
+// No completion step: the pinned Inspector CLI (inspector-cli 1.0.3) has
+// no `completion/complete`; its `--method` takes tools/list, tools/call,
+// resources/list, resources/read, resources/templates/list, prompts/list,
+// prompts/get and logging/setLevel only (`build/index.js`). Completion
+// through serve is compared with the Python and TypeScript SDK clients.
 #[test]
 fn the_inspector_cli_lists_and_reads_resources_and_gets_prompts_through_serve() {
     let p = Project::new(&json!({"version": 1, "servers": {"everything": everything_stdio()}}));
