@@ -6,8 +6,8 @@
 //! templates, prompts, completion or logging (`resources/list` and
 //! `prompts/list` are "Method not found" directly). So what is compared is
 //! its tools (names behind the `filesystem_` prefix, input schemas and
-//! read-only hints kept; the gateway passes on no output schema and no
-//! other hint, so `write_file` loses its `destructiveHint: true`), the results of its read tools, the refusal of a path
+//! annotations kept, `readOnlyHint` being the class core-agent decided; the
+//! gateway passes on no output schema), the results of its read tools, the refusal of a path
 //! outside its directory, and that the gateway does not make up resources or
 //! prompts for it. Its allowed directories can also come from the client's
 //! roots (started without a directory), and change with them
@@ -149,13 +149,25 @@ fn compare(direct: &Value, gateway: &Value, f: &Files) {
         .zip(by_name(&unprefixed(&gateway["tools"])))
     {
         let why = format!("direct: {direct}\ngateway: {gateway}");
-        // The gateway's annotations are the read-only class it decided
-        // (with `destructiveHint: false` on a read-only tool) and no other
-        // hint; the output schema is not passed on (the structured
-        // content is). Neither may contradict the server.
-        let hint = |t: &Value, h: &str| t["annotations"][h].as_bool();
-        if hint(direct, "destructiveHint") == Some(true) {
-            assert_ne!(hint(&gateway, "destructiveHint"), Some(false), "{why}");
+        // The gateway's `readOnlyHint` is the class it decided (with
+        // `destructiveHint: false` on a read-only tool); every other hint
+        // and the title are the server's. The output schema is not passed
+        // on (a digested result cannot match it; the structured content
+        // of one that is not digested is).
+        let hint = |t: &Value, h: &str| t["annotations"][h].clone();
+        let read_only = hint(&gateway, "readOnlyHint") == json!(true);
+        for h in ["idempotentHint", "openWorldHint", "title"] {
+            assert_eq!(hint(direct, h), hint(&gateway, h), "{h}: {why}");
+        }
+        if read_only {
+            assert_ne!(hint(direct, "destructiveHint"), json!(true), "{why}");
+            assert_eq!(hint(&gateway, "destructiveHint"), json!(false), "{why}");
+        } else {
+            assert_eq!(
+                hint(direct, "destructiveHint"),
+                hint(&gateway, "destructiveHint"),
+                "{why}"
+            );
         }
         assert!(
             gateway["outputSchema"].is_null() || gateway["outputSchema"] == direct["outputSchema"],

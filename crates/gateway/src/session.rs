@@ -1,7 +1,7 @@
 //! One MCP client session: an rmcp `ServerHandler` whose `tools/list` is the
 //! caller's catalog and whose `tools/call` runs through its host `Session`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -13,7 +13,7 @@ use rmcp::model::{
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
     ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerConfig, SubscriptionFilter,
-    Tool, ToolAnnotations,
+    Tool,
 };
 #[allow(deprecated)] // MCP logging (SEP-2577), which clients still read
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, SetLevelRequestParams};
@@ -337,16 +337,55 @@ impl Drop for McpSession {
 
 /// A host tool listing entry as an MCP tool: the description carries the
 /// operator's notes, the annotations the read-only class core-agent decided.
-pub(crate) fn mcp_tool(report: ToolReport) -> Tool {
+/// A tool as served: its name, description (notes included) and input
+/// schema from the catalog; `readOnlyHint` is the class core-agent decided,
+/// so the client's plan mode agrees with the gate (and a read-only tool is
+/// not destructive). The rest of what the server said of it (`original`),
+/// its title, icons, `_meta` and other hints, passes on. Its `outputSchema`
+/// does not: a digested or capped result's `structuredContent` cannot match
+/// it, and clients that check results against it would refuse them.
+pub(crate) fn mcp_tool_from(report: ToolReport, original: Option<&Tool>) -> Tool {
     let schema = match report.input_schema {
         serde_json::Value::Object(map) => map,
         _ => serde_json::Map::new(),
     };
-    let mut annotations = ToolAnnotations::new().read_only(report.read_only);
+    let mut annotations = original
+        .and_then(|t| t.annotations.clone())
+        .unwrap_or_default();
+    annotations.read_only_hint = Some(report.read_only);
     if report.read_only {
         annotations.destructive_hint = Some(false);
     }
-    Tool::new(report.name, report.description, Arc::new(schema)).annotate(annotations)
+    let mut tool =
+        Tool::new(report.name, report.description, Arc::new(schema)).annotate(annotations);
+    if let Some(original) = original {
+        tool.title = original.title.clone();
+        tool.icons = original.icons.clone();
+        tool.meta = original.meta.clone();
+    }
+    tool
+}
+
+/// Each backend tool as its server listed it, by (server, its own name).
+fn originals(host: &core_agent_host::Host) -> HashMap<(String, String), Tool> {
+    host.servers()
+        .flat_map(|server| {
+            let name = server.name().to_owned();
+            server
+                .tools()
+                .into_iter()
+                .map(move |tool| ((name.clone(), tool.name.to_string()), tool))
+        })
+        .collect()
+}
+
+/// The served form of a catalog tool, with what its server said of it.
+fn served(report: ToolReport, originals: &HashMap<(String, String), Tool>) -> Tool {
+    let original = report
+        .server
+        .as_ref()
+        .and_then(|server| originals.get(&(server.clone(), report.tool.clone())));
+    mcp_tool_from(report, original)
 }
 
 /// What a host error becomes for the client: an unknown tool is a protocol
@@ -503,10 +542,14 @@ impl ServerHandler for McpSession {
     /// request's `Mcp-Param-*` headers against the parameters its schema
     /// marks `x-mcp-header` (the call itself is gated as always).
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        let catalog = self.gateway.inner.host.catalog();
-        catalog
-            .get(name)
-            .map(|entry| mcp_tool(ToolReport::from(entry)))
+        let host = &self.gateway.inner.host;
+        let catalog = host.catalog();
+        let entry = catalog.get(name)?;
+        let original = host
+            .servers()
+            .find(|s| s.name() == entry.server)
+            .and_then(|s| s.tools().into_iter().find(|t| t.name == entry.tool));
+        Some(mcp_tool_from(ToolReport::from(entry), original.as_ref()))
     }
 
     async fn initialize(
@@ -714,13 +757,11 @@ impl ServerHandler for McpSession {
         // A backend whose listing went past its `ttlMs` is listed again;
         // what it finds reaches the client as `tools/list_changed`.
         host.revalidate();
-        let tools = self
-            .gateway
-            .inner
-            .host
+        let originals = originals(host);
+        let tools = host
             .tool_reports(live.session.trust_level())
             .into_iter()
-            .map(mcp_tool)
+            .map(|report| served(report, &originals))
             .collect();
         let (ttl, scope) = crate::context::cache_hints();
         Ok(ListToolsResult::with_all_items(tools)
