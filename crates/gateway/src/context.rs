@@ -158,14 +158,28 @@ pub(crate) fn protocol_error(e: HostError) -> ErrorData {
         HostError::UnknownPrompt { .. } | HostError::BadArguments { .. } => {
             ErrorData::invalid_params(message, None)
         }
-        HostError::Call(CallError::Refused { code, .. }) => {
-            ErrorData::new(ErrorCode(code), message, None)
+        HostError::Call(CallError::Refused { code, data, .. }) => {
+            ErrorData::new(ErrorCode(code), message, data)
         }
         HostError::Call(CallError::NotOffered { .. }) => {
             ErrorData::new(ErrorCode::METHOD_NOT_FOUND, message, None)
         }
         _ => ErrorData::internal_error(message, None),
     }
+}
+
+/// A backend's "resource not found" (-32002) for a read of the public URI
+/// `uri` names that URI in its `data` (where the backend's names its own).
+pub(crate) fn not_found_names(mut e: ErrorData, uri: &str) -> ErrorData {
+    if e.code == ErrorCode(-32002) {
+        let mut data = match e.data.take() {
+            Some(serde_json::Value::Object(data)) => data,
+            _ => serde_json::Map::new(),
+        };
+        data.insert("uri".to_owned(), serde_json::Value::String(uri.to_owned()));
+        e.data = Some(serde_json::Value::Object(data));
+    }
+    e
 }
 
 /// The log levels the sessions asked for, so the backends are asked for
@@ -400,6 +414,26 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backends_not_found_names_the_public_uri_and_keeps_its_other_data() {
+        let backend = ErrorData::new(
+            ErrorCode(-32002),
+            "no such resource",
+            Some(serde_json::json!({"uri": "test://missing", "hint": "x"})),
+        );
+        let public = "core-agent://ref/test://missing";
+        let named = not_found_names(backend, public);
+        assert_eq!(
+            named.data,
+            Some(serde_json::json!({"uri": public, "hint": "x"}))
+        );
+        // Without data, the URI is added; another error is left alone.
+        let bare = not_found_names(ErrorData::new(ErrorCode(-32002), "gone", None), public);
+        assert_eq!(bare.data, Some(serde_json::json!({"uri": public})));
+        let other = not_found_names(ErrorData::invalid_params("bad", None), public);
+        assert_eq!(other.data, None);
+    }
 
     #[test]
     fn a_window_admits_its_share_then_counts_the_rest_and_reports_once() {

@@ -206,12 +206,17 @@ impl McpSession {
         responses: &Option<rmcp::model::InputResponses>,
         state: &Option<String>,
     ) -> Result<Option<core_agent_mcp_transport::Resume>, ErrorData> {
-        let (Some(key), Some(state)) = (&self.gateway.inner.relay_key, state) else {
+        let Some(key) = &self.gateway.inner.relay_key else {
             return Ok(None);
         };
         if !sessionless(cx) {
             return Ok(None);
         }
+        let Some(state) = state else {
+            // Answers given up front go to the backend as they are.
+            return Ok(unsolicited(responses.as_ref())
+                .map(|answers| core_agent_mcp_transport::Resume::new(Some(answers), None)));
+        };
         match key.open(what, state) {
             Some(relayed) => Ok(Some(core_agent_mcp_transport::Resume::new(
                 responses.clone(),
@@ -503,6 +508,16 @@ async fn gate_sampling(
     Err(ErrorData::invalid_request(why, None))
 }
 
+/// A client's answers sent with no state of ours, less the gate's own
+/// approval: what its backend may read (`None` when nothing is left).
+fn unsolicited(
+    responses: Option<&rmcp::model::InputResponses>,
+) -> Option<rmcp::model::InputResponses> {
+    let mut answers = responses?.clone();
+    answers.remove(crate::prompt::APPROVAL_KEY);
+    (!answers.is_empty()).then_some(answers)
+}
+
 /// Whether the client declared that it answers elicitations.
 fn elicits(cx: &RequestContext<RoleServer>) -> bool {
     cx.client_capabilities()
@@ -627,7 +642,9 @@ impl ServerHandler for McpSession {
         let what = format!("resources/read {}", request.uri);
         let resume = self.resume(&cx, &what, &request.input_responses, &request.request_state)?;
         let read = traced.wrap(live.session.read_resource(&request.uri));
-        let mut result = match self.relay(&cx, &live.session, &what, resume, read).await? {
+        let relayed = self.relay(&cx, &live.session, &what, resume, read).await;
+        let relayed = relayed.map_err(|e| crate::context::not_found_names(e, &request.uri));
+        let mut result = match relayed? {
             Ok(result) => result,
             Err(asked) => return Ok(asked.into()),
         };
@@ -855,9 +872,18 @@ impl ServerHandler for McpSession {
         // A client without sessions hears a backend's questions in the
         // result, and answers them on its retry.
         let relaying = sessionless(&cx) && self.gateway.inner.relay_key.is_some();
-        let resume = relayed.map(|r| {
-            core_agent_mcp_transport::Resume::new(request.input_responses.clone(), r.backend)
-        });
+        let resume = match relayed {
+            Some(r) => Some(core_agent_mcp_transport::Resume::new(
+                request.input_responses.clone(),
+                r.backend,
+            )),
+            // Answers given without a round of ours (a backend that asks
+            // with no state lets a client answer up front): the backend
+            // reads them; the gate's own answer is not for it.
+            None if relaying => unsolicited(request.input_responses.as_ref())
+                .map(|answers| core_agent_mcp_transport::Resume::new(Some(answers), None)),
+            None => None,
+        };
         let call = async {
             if relaying {
                 core_agent_mcp_transport::relaying(resume, call).await
@@ -1049,6 +1075,23 @@ async fn send_warnings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_given_up_front_reach_the_backend_without_the_gates_own() {
+        let approval = serde_json::json!({"action": "accept", "content": {"approve": "yes"}});
+        let answer = serde_json::json!({"action": "accept", "content": {"name": "Alice"}});
+        let both: rmcp::model::InputResponses = [
+            (crate::prompt::APPROVAL_KEY.to_owned(), approval.clone()),
+            ("user_name".to_owned(), answer.clone()),
+        ]
+        .into();
+        let passed = unsolicited(Some(&both));
+        assert_eq!(passed, Some([("user_name".to_owned(), answer)].into()));
+        let ours: rmcp::model::InputResponses =
+            [(crate::prompt::APPROVAL_KEY.to_owned(), approval)].into();
+        assert_eq!(unsolicited(Some(&ours)), None);
+        assert_eq!(unsolicited(None), None);
+    }
 
     #[test]
     #[allow(deprecated)] // MCP logging (SEP-2577)
