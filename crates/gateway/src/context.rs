@@ -159,7 +159,7 @@ pub(crate) fn protocol_error(e: HostError) -> ErrorData {
             ErrorData::invalid_params(message, None)
         }
         HostError::Call(CallError::Refused { code, data, .. }) => {
-            ErrorData::new(ErrorCode(code), message, data)
+            ErrorData::new(ErrorCode(code), message, data.map(|d| *d))
         }
         HostError::Call(CallError::NotOffered { .. }) => {
             ErrorData::new(ErrorCode::METHOD_NOT_FOUND, message, None)

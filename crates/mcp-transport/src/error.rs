@@ -170,7 +170,7 @@ pub enum Error {
         /// The server's message.
         message: String,
         /// The server's `data`, when it sent any.
-        data: Option<serde_json::Value>,
+        data: Option<Box<serde_json::Value>>,
     },
     /// The server asked for input (`input_required`) in a call made under
     /// [`crate::relaying`]: its requests, for the caller to put to its own

@@ -515,7 +515,7 @@ impl Server {
                 what,
                 code: e.code.0,
                 message: e.message.into_owned(),
-                data: e.data,
+                data: e.data.map(Box::new),
             }),
             // A connection lost under it says what happened to the server.
             Ok(Err(Failure::Service(e))) => {
