@@ -1174,3 +1174,131 @@ async fn serve_takes_its_session_limits_from_config_json_and_flags() {
         run.stderr
     );
 }
+
+/// A client that declares form elicitation and sampling: it answers each
+/// approval with `answer` and each sampling request with a text, counting
+/// both.
+#[derive(Clone)]
+struct Samples {
+    answer: &'static str,
+    asked: Arc<Mutex<Vec<String>>>,
+    sampled: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ClientHandler for Samples {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let mut capabilities = rmcp::model::ClientCapabilities::default();
+        capabilities.elicitation = Some(
+            rmcp::model::ElicitationCapability::default()
+                .with_form(rmcp::model::FormElicitationCapability::default()),
+        );
+        #[allow(deprecated)] // sampling (SEP-2577), which servers still use
+        {
+            capabilities.sampling = Some(Default::default());
+        }
+        rmcp::model::ClientConfig::new(
+            capabilities,
+            rmcp::model::Implementation::new("e2e-samples", "1"),
+        )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _cx: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request
+        else {
+            return Ok(rmcp::model::ElicitResult::new(
+                rmcp::model::ElicitationAction::Decline,
+            ));
+        };
+        self.asked.lock().unwrap().push(message);
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(json!({"answer": self.answer})),
+        )
+    }
+
+    #[allow(deprecated)] // sampling (SEP-2577), which servers still use
+    async fn create_message(
+        &self,
+        _request: rmcp::model::CreateMessageRequestParams,
+        _cx: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        let n = self
+            .sampled
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        Ok(rmcp::model::CreateMessageResult::new(
+            rmcp::model::SamplingMessage::assistant_text(format!("answer {n}")),
+            "e2e-model".to_owned(),
+        ))
+    }
+}
+
+/// In `ask` mode a backend's use of the client's model is asked once per
+/// session: "always" holds for that session's later sampling, and a new
+/// session is asked again; "no" refuses it and the client's model is
+/// never used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_ask_mode_a_backends_sampling_is_asked_once_per_session() {
+    let p =
+        Project::new(&json!({"version": 1, "servers": {"everything": crate::everything_stdio()}}));
+    p.write(
+        ".agents/config.json",
+        &json!({"permissions": {"mode": "ask", "allow": ["mcp:everything_*"]}}).to_string(),
+    );
+    let gateway = crate::gateway_clients::HttpGateway::start(&p);
+    let session = |answer: &'static str| {
+        let handler = Samples {
+            answer,
+            asked: Arc::default(),
+            sampled: Arc::default(),
+        };
+        let config = StreamableHttpClientTransportConfig::with_uri(gateway.url.clone())
+            .auth_header(crate::gateway_clients::TOKEN);
+        let transport = StreamableHttpClientTransport::from_config(config);
+        async move {
+            let client = within(handler.clone().serve(transport)).await.unwrap();
+            (client, handler)
+        }
+    };
+    let sample = json!({"prompt": "hello", "maxTokens": 10});
+
+    let (client, handler) = session("always").await;
+    for n in 1..=2 {
+        let result = call(
+            &client,
+            "everything_trigger_sampling_request",
+            sample.clone(),
+        )
+        .await;
+        assert_ne!(result.is_error, Some(true), "{result:?}");
+        assert!(
+            format!("{result:?}").contains(&format!("answer {n}")),
+            "{result:?}"
+        );
+    }
+    let asked = handler.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "asked once for the session: {asked:?}");
+    assert!(asked[0].contains("everything"), "{asked:?}");
+    assert!(asked[0].contains("sampling"), "{asked:?}");
+    drop(client);
+
+    // Another session is asked again; "no" keeps the model from the backend.
+    let (client, handler) = session("no").await;
+    let result = call(&client, "everything_trigger_sampling_request", sample).await;
+    assert_eq!(handler.asked.lock().unwrap().len(), 1);
+    assert_eq!(
+        handler.sampled.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the model was used though the answer was no"
+    );
+    assert!(
+        result.is_error == Some(true) || format!("{result:?}").contains("sampling:everything"),
+        "{result:?}"
+    );
+    drop(client);
+    assert_eq!(gateway.stop(), 130);
+}
