@@ -25,7 +25,7 @@ pub use route::{Digested, Method, Settings, extract, passthrough, route};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 pub use store::{
-    DEFAULT_RAW_BUDGET, Entry, Evicted, MemoryStore, RawRecord, SessionRecord, Store, new_call_id,
-    new_session_id,
+    DEFAULT_RAW_BUDGET, ENDED_SESSIONS_KEPT, Entry, Evicted, MemoryStore, RawRecord, SessionRecord,
+    Store, new_call_id, new_session_id,
 };
 pub use telemetry::{DigestEvent, DigestMethods, DigestSavings, LlmUsage, Usage};

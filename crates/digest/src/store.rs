@@ -209,6 +209,18 @@ pub trait Store: Send + Sync {
         let _ = session;
         Ok(true)
     }
+    /// Says that `session` ended here (the last of its sessions in this
+    /// process went away), so a store that bounds its memory may forget its
+    /// telemetry once enough later sessions ended. A session that records
+    /// again is live again.
+    ///
+    /// Provided: nothing (a store that keeps everything forgets nothing).
+    /// [`MemoryStore`] keeps the telemetry of the last
+    /// [`ENDED_SESSIONS_KEPT`] ended sessions.
+    fn ended(&self, session: &str) -> Result<()> {
+        let _ = session;
+        Ok(())
+    }
 }
 
 /// What a [`MemoryStore`] dropped so far to stay under its byte budget.
@@ -225,17 +237,64 @@ pub struct Evicted {
 /// The byte budget of [`MemoryStore::new`]: 256 MiB of raw payloads.
 pub const DEFAULT_RAW_BUDGET: u64 = 256 * 1024 * 1024;
 
+/// How many ended sessions' telemetry a [`MemoryStore`] keeps: past it,
+/// the telemetry of the session that ended first is forgotten. Live
+/// sessions' is always kept (their LLM spend counts against their ceiling).
+pub const ENDED_SESSIONS_KEPT: usize = 4096;
+
 /// A [`Store`] in memory, for one process, whose raw payloads are bounded
 /// by a byte budget (see [`MemoryStore::with_budget`]).
 ///
-/// Telemetry grows only with [`Store::record`], by one [`Usage`] per session
-/// that has any. Owners ([`Entry::Owner`]) are not kept: a store that ends
-/// with its process has nobody to tell them to, and the host holds the
-/// owners of its sessions while it runs.
+/// Telemetry grows with [`Store::record`], by one [`Usage`] per session
+/// that has any, and is bounded by session: of the sessions that ended
+/// ([`Store::ended`]), the last [`ENDED_SESSIONS_KEPT`] keep theirs.
+/// Owners ([`Entry::Owner`]) are not kept: a store that ends with its
+/// process has nobody to tell them to, and the host holds the owners of its
+/// sessions while it runs.
 #[derive(Debug)]
 pub struct MemoryStore {
     raw: Mutex<Raw>,
-    usage: Mutex<HashMap<String, Usage>>,
+    usage: Mutex<Telemetry>,
+}
+
+/// Each session's telemetry, and the order in which sessions ended.
+#[derive(Debug, Default)]
+struct Telemetry {
+    by_session: HashMap<String, Usage>,
+    /// Ended sessions, by the number of their end (a session that ends,
+    /// records again and ends again counts by its last end).
+    ended: HashMap<String, u64>,
+    /// `(session, end number)`, oldest first; entries whose number is no
+    /// longer the session's are skipped.
+    ends: VecDeque<(String, u64)>,
+    next_end: u64,
+}
+
+impl Telemetry {
+    fn ended(&mut self, session: &str) {
+        // A session with no telemetry leaves nothing to forget.
+        if !self.by_session.contains_key(session) {
+            return;
+        }
+        self.next_end += 1;
+        self.ended.insert(session.to_owned(), self.next_end);
+        self.ends.push_back((session.to_owned(), self.next_end));
+        while self.ended.len() > ENDED_SESSIONS_KEPT {
+            let Some((oldest, end)) = self.ends.pop_front() else {
+                break;
+            };
+            if self.ended.get(&oldest) == Some(&end) {
+                self.ended.remove(&oldest);
+                self.by_session.remove(&oldest);
+            }
+        }
+        // Entries of sessions that came back, or ended again, are skipped
+        // when they come up; they never outnumber the live ones twice over.
+        if self.ends.len() > 2 * self.ended.len() + 64 {
+            let ended = &self.ended;
+            self.ends.retain(|(s, n)| ended.get(s) == Some(n));
+        }
+    }
 }
 
 /// The raw payloads, in the order they were stored, and their bytes.
@@ -358,9 +417,11 @@ impl Store for MemoryStore {
         match entry {
             Entry::Payload(record) => self.put_payload(record),
             Entry::Event { session, event } => {
-                self.usage
-                    .lock()
-                    .map_err(|_| poisoned())?
+                let mut telemetry = self.usage.lock().map_err(|_| poisoned())?;
+                // Recording again, the session is live again.
+                telemetry.ended.remove(session);
+                telemetry
+                    .by_session
                     .entry(session.to_owned())
                     .or_default()
                     .record(event);
@@ -385,6 +446,7 @@ impl Store for MemoryStore {
         // Session ids are ULIDs: sorted by name is sorted by time.
         let usage = self.usage.lock().map_err(|_| poisoned())?;
         let mut records: Vec<SessionRecord> = usage
+            .by_session
             .iter()
             .map(|(session, usage)| SessionRecord {
                 session: session.clone(),
@@ -401,6 +463,7 @@ impl Store for MemoryStore {
             .usage
             .lock()
             .map_err(|_| poisoned())?
+            .by_session
             .get(session)
             .map(|usage| SessionRecord {
                 session: session.to_owned(),
@@ -414,6 +477,7 @@ impl Store for MemoryStore {
             .usage
             .lock()
             .map_err(|_| poisoned())?
+            .by_session
             .get(session)
             .cloned()
             .unwrap_or_default())
@@ -425,6 +489,7 @@ impl Store for MemoryStore {
             .usage
             .lock()
             .map_err(|_| poisoned())?
+            .by_session
             .keys()
             .cloned()
             .collect();
@@ -439,6 +504,11 @@ impl Store for MemoryStore {
             bytes: raw.evicted_bytes,
             budget: raw.budget,
         }))
+    }
+
+    fn ended(&self, session: &str) -> Result<()> {
+        self.usage.lock().map_err(|_| poisoned())?.ended(session);
+        Ok(())
     }
 
     fn may_hold_payloads(&self, session: &str) -> Result<bool> {
@@ -778,6 +848,42 @@ mod tests {
         // It cannot tell which payloads a session has: the cautious answer.
         assert!(store.may_hold_payloads("s1").unwrap());
         assert!(store.may_hold_payloads("nobody").unwrap());
+    }
+
+    #[test]
+    fn the_memory_store_keeps_the_telemetry_of_live_sessions_and_the_last_ended_ones() {
+        let store = MemoryStore::new();
+        let event = || DigestEvent::new(crate::Method::StructuralJson, 1000, 100);
+        let record = |s: &str| store.record(s, &event()).unwrap();
+        record("live");
+        record("comes-back");
+        store.ended("comes-back").unwrap();
+        record("comes-back");
+        for i in 0..ENDED_SESSIONS_KEPT + 10 {
+            let id = format!("gone-{i:05}");
+            record(&id);
+            store.ended(&id).unwrap();
+        }
+        // A session with no telemetry leaves nothing behind when it ends.
+        store.ended("never-recorded").unwrap();
+        let sessions = store.sessions().unwrap();
+        assert_eq!(sessions.len(), ENDED_SESSIONS_KEPT + 2);
+        assert!(sessions.iter().any(|s| s == "live"));
+        assert!(
+            sessions.iter().any(|s| s == "comes-back"),
+            "recorded again: live"
+        );
+        assert!(
+            !sessions.iter().any(|s| s == "gone-00000"),
+            "the first to end went first"
+        );
+        assert!(sessions.iter().any(|s| s == "gone-00010"));
+        assert_eq!(
+            store.usage("live").unwrap().digest_methods.counts["structural_json"],
+            1
+        );
+        let telemetry = store.usage.lock().unwrap();
+        assert!(telemetry.ends.len() <= 2 * telemetry.ended.len() + 64);
     }
 
     #[test]

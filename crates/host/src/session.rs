@@ -202,13 +202,20 @@ impl std::fmt::Debug for Session {
 
 impl Drop for Session {
     /// Releases its claim on its id: the host's owners then forget the
-    /// owner of a session id whose sessions stored nothing, so sessions that
-    /// come and go leave nothing behind.
+    /// owner of a session id whose sessions stored nothing, and the store
+    /// hears that the last session under that id ended (an in-memory store
+    /// keeps a bounded number of ended sessions' telemetry), so sessions
+    /// that come and go leave a bounded trace behind.
     fn drop(&mut self) {
-        if let (Some(_), Some(digest), Some(owners)) =
-            (&self.owner, &self.digest, self.host.owners())
-        {
-            owners.release(&digest.session, digest.stored());
+        let Some(digest) = &self.digest else {
+            return;
+        };
+        let last = match (&self.owner, self.host.owners()) {
+            (Some(_), Some(owners)) => owners.release(&digest.session, digest.stored()),
+            _ => true,
+        };
+        if last && let Err(e) = digest.store.ended(&digest.session) {
+            tracing::debug!("the store did not hear that {} ended: {e}", digest.session);
         }
     }
 }

@@ -363,3 +363,58 @@ async fn an_observer_without_payloads_gets_no_arguments_or_sizes() {
     assert_eq!(*counter.0.lock().unwrap(), [(None, false), (None, false)]);
     host.shutdown().await;
 }
+
+/// A store that tells which sessions it heard ended.
+#[derive(Default)]
+struct HearsEnds {
+    inner: core_agent_digest::MemoryStore,
+    ended: std::sync::Mutex<Vec<String>>,
+}
+
+impl core_agent_digest::Store for HearsEnds {
+    fn append(&self, entry: core_agent_digest::Entry<'_>) -> core_agent_digest::Result<()> {
+        self.inner.append(entry)
+    }
+    fn get(
+        &self,
+        call_id: &str,
+    ) -> core_agent_digest::Result<Option<core_agent_digest::RawRecord>> {
+        self.inner.get(call_id)
+    }
+    fn session_records(&self) -> core_agent_digest::Result<Vec<core_agent_digest::SessionRecord>> {
+        self.inner.session_records()
+    }
+    fn ended(&self, session: &str) -> core_agent_digest::Result<()> {
+        self.ended.lock().unwrap().push(session.to_owned());
+        self.inner.ended(session)
+    }
+}
+
+/// The store hears a session id ended when the last session under it goes
+/// away, not before (its telemetry, which an in-memory store bounds by
+/// ended sessions, carries the spend a live session's ceiling counts).
+#[tokio::test]
+async fn the_store_hears_a_session_ended_when_its_last_session_goes() {
+    let store = std::sync::Arc::new(HearsEnds::default());
+    let options = HostOptions::default().with_digest(Some(DigestOptions::new(store.clone())));
+    let host = start(vec![demo("demo")], options).await;
+    let owned = || {
+        approving()
+            .with_owner(Some("bot".to_owned()))
+            .with_id(Some("session-shared".to_owned()))
+    };
+    let first = host.host.session(owned());
+    let second = host.host.session(owned());
+    first
+        .call("demo_list_inventory", JsonObject::new())
+        .await
+        .unwrap();
+    drop(first);
+    assert!(
+        store.ended.lock().unwrap().is_empty(),
+        "another session still holds the id"
+    );
+    drop(second);
+    assert_eq!(*store.ended.lock().unwrap(), ["session-shared"]);
+    host.shutdown().await;
+}
