@@ -1,8 +1,6 @@
 //! The gateway over an in-memory pipe, with an rmcp client on the other
 //! end and the demo server (a real stdio child) behind the host.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -20,8 +18,7 @@ use rmcp::service::{RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-mod common;
-use common::demo_entry;
+use super::common::demo_entry;
 
 /// A client that answers every approval with `answer`, counting the asks.
 #[derive(Clone)]
