@@ -1354,3 +1354,149 @@ fn test_layout_problems(shown: &str, dir: &Path) -> Vec<String> {
     problems.sort();
     problems
 }
+
+// ---------------------------------------------------------------------------
+// Options stay open: every `pub struct` of a library crate whose name ends
+// in `Options`, `Settings`, `Limits` or `Config` carries `#[non_exhaustive]`,
+// so that a field added in a minor release breaks no user (they build one
+// with `Default` or a constructor and the `with_*` methods, and read its
+// fields). The binary's package (`crates/agent-cli`) publishes no API.
+
+/// The names that mark an options-like struct.
+const OPTIONS_SUFFIXES: &[&str] = &["Options", "Settings", "Limits", "Config"];
+
+/// `(file, struct)` pairs that may stay exhaustive, each with its reason.
+const EXHAUSTIVE_ALLOWED: &[(&str, &str, &str)] = &[];
+
+#[test]
+fn options_structs_are_non_exhaustive() {
+    let root = workspace_root();
+    let crates = match workspace_crates(&root) {
+        Ok(crates) => crates,
+        Err(e) => panic!("tidy: {e}"),
+    };
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for krate in crates
+        .iter()
+        .filter(|c| c.manifest.name.as_deref() != Some(CLI))
+    {
+        let mut files = Vec::new();
+        rust_files(&krate.dir.join("src"), &mut files);
+        for file in files {
+            let shown = file
+                .strip_prefix(&root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            match read(&file) {
+                Ok(text) => {
+                    seen += options_structs(&text).len();
+                    problems.extend(exhaustive_options(&shown, &text));
+                }
+                Err(e) => problems.push(e),
+            }
+        }
+    }
+    assert!(
+        seen >= 10,
+        "tidy: found only {seen} options-like structs; is the reader broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "tidy found {} exhaustive options struct(s) (STYLE.md: a field added later must break \
+         no user; add `#[non_exhaustive]`, a `Default` or constructor and `with_*` methods, or \
+         allow it in EXHAUSTIVE_ALLOWED with the reason):\n  {}\n",
+        problems.len(),
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn an_exhaustive_options_struct_is_caught() {
+    let text = r#"
+/// Open.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct HostOptions {
+    pub a: u8,
+}
+
+/// Closed.
+#[derive(Debug)]
+pub struct StartOptions { pub a: u8 }
+
+macro_rules! settings {
+    () => {
+        /// Generated, open.
+        #[non_exhaustive]
+        #[derive(Debug)]
+        pub struct WrapSettings {}
+    };
+}
+
+#[non_exhaustive]
+pub struct Plan;
+pub(crate) struct InnerConfig;
+pub struct Limits<T> { pub inner: T }
+/// `pub struct NotConfig` in a doc line is no struct.
+pub struct ConfigPaths;
+"#;
+    assert_eq!(
+        options_structs(text),
+        [
+            (5, "HostOptions"),
+            (11, "StartOptions"),
+            (18, "WrapSettings"),
+            (25, "Limits")
+        ]
+    );
+    assert_eq!(
+        exhaustive_options("crates/x/src/lib.rs", text),
+        [
+            "crates/x/src/lib.rs:11: pub struct StartOptions",
+            "crates/x/src/lib.rs:25: pub struct Limits",
+        ]
+    );
+}
+
+/// The options-like `pub struct`s of `text`, as (line, name).
+fn options_structs(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let rest = line.trim_start().strip_prefix("pub struct ")?;
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            let name = &rest[..end];
+            OPTIONS_SUFFIXES
+                .iter()
+                .any(|s| name.ends_with(s))
+                .then_some((i + 1, name))
+        })
+        .collect()
+}
+
+/// Each options-like struct of `text` whose attributes (the `#[…]` and doc
+/// lines right above it) lack `#[non_exhaustive]` and that
+/// [`EXHAUSTIVE_ALLOWED`] does not name, as `file:line: pub struct Name`.
+fn exhaustive_options(file: &str, text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    options_structs(text)
+        .into_iter()
+        .filter(|(line, name)| {
+            let open = lines[..line - 1]
+                .iter()
+                .rev()
+                .map(|l| l.trim())
+                .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
+                .any(|l| l == "#[non_exhaustive]");
+            !open
+                && !EXHAUSTIVE_ALLOWED
+                    .iter()
+                    .any(|(f, n, _)| *f == file && n == name)
+        })
+        .map(|(line, name)| format!("{file}:{line}: pub struct {name}"))
+        .collect()
+}

@@ -10,8 +10,17 @@ use crate::{
     Scope,
 };
 
-/// Which files to read.
+/// Which files to read: [`ConfigPaths::new`] for the standard ones,
+/// [`ConfigPaths::only`] for one, and the `with_*` methods to change either.
+///
+/// ```
+/// use core_agent_mcp_config::ConfigPaths;
+///
+/// let paths = ConfigPaths::only("project/.agents/mcp.json").with_dotenv(Some("project/.env".into()));
+/// assert_eq!(paths.files().len(), 1);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConfigPaths {
     /// `<agentsDir>/mcp.json`, highest precedence.
     pub project: PathBuf,
@@ -55,6 +64,28 @@ impl ConfigPaths {
             user: None,
             dotenv: None,
         }
+    }
+
+    /// `<project root>/.mcp.json`, or another file of that dialect (`None`
+    /// reads none).
+    #[must_use]
+    pub fn with_dot_mcp(mut self, dot_mcp: Option<PathBuf>) -> ConfigPaths {
+        self.dot_mcp = dot_mcp;
+        self
+    }
+
+    /// The user's file (`None` reads none).
+    #[must_use]
+    pub fn with_user(mut self, user: Option<PathBuf>) -> ConfigPaths {
+        self.user = user;
+        self
+    }
+
+    /// The `.env` file (`None` reads none).
+    #[must_use]
+    pub fn with_dotenv(mut self, dotenv: Option<PathBuf>) -> ConfigPaths {
+        self.dotenv = dotenv;
+        self
     }
 
     /// `<agentsDir>/mcp.lock`: the tool definitions pinned per server, next

@@ -34,10 +34,8 @@ async fn serve(demo: bool, tune: impl FnOnce(&mut HttpOptions)) -> Served {
     if demo {
         config.servers.push(demo_entry());
     }
-    let options = HostOptions::default().with_permissions(PermissionsConfig {
-        mode: Mode::Ask,
-        ..PermissionsConfig::default()
-    });
+    let options =
+        HostOptions::default().with_permissions(PermissionsConfig::default().with_mode(Mode::Ask));
     let env: BTreeMap<String, String> = BTreeMap::new();
     let host = Arc::new(Host::start(&config, &env, options, &|_, _| {}).await);
     let gateway = Gateway::new(host.clone(), GatewayOptions::default());

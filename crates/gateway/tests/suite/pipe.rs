@@ -80,18 +80,15 @@ async fn setup(level: TrustLevel, allow: &[&str], answer: &'static str, elicits:
 /// The demo server behind a host in `ask` mode with `allow` patterns,
 /// keeping raw payloads in `store`.
 async fn start_host(allow: &[&str], store: Arc<dyn core_agent_digest::Store>) -> Arc<Host> {
-    let config = Config {
-        servers: vec![demo_entry()],
-        ..Config::default()
-    };
-    let permissions = PermissionsConfig {
-        mode: Mode::Ask,
-        allow: allow
-            .iter()
-            .map(|p| Pattern::parse(p, Path::new("config.json")).unwrap())
-            .collect(),
-        ..PermissionsConfig::default()
-    };
+    let config = Config::default().with_servers(vec![demo_entry()]);
+    let permissions = PermissionsConfig::default()
+        .with_mode(Mode::Ask)
+        .with_allow(
+            allow
+                .iter()
+                .map(|p| Pattern::parse(p, Path::new("config.json")).unwrap())
+                .collect(),
+        );
     let options = HostOptions::default()
         .with_permissions(permissions)
         .with_digest(Some(DigestOptions::new(store)));

@@ -13,10 +13,9 @@ fn kill9(pid: i32) {
 
 /// Restarts after 10 ms, 20 ms, 40 ms …
 fn quick_restarts() -> StartOptions {
-    StartOptions::default().with_restart(Some(RestartPolicy {
-        first_delay: Duration::from_millis(10),
-        ..RestartPolicy::default()
-    }))
+    StartOptions::default().with_restart(Some(
+        RestartPolicy::default().with_first_delay(Duration::from_millis(10)),
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,7 @@ fn supervisor() -> Supervisor {
     let echo = PathBuf::from(echo_server());
     let path = echo.with_file_name("supervisor");
     assert!(path.exists(), "{} is not built", path.display());
-    Supervisor {
-        program: path,
-        args: Vec::new(),
-    }
+    Supervisor::new(path)
 }
 
 #[tokio::test]
