@@ -94,6 +94,16 @@ impl ConfigPaths {
         self.project.with_file_name("mcp.lock")
     }
 
+    /// The file a server of `scope` is written to: the project's `mcp.json`,
+    /// or the user's file (`None` when there is none: `HOME` unset and no
+    /// file given instead).
+    pub fn file(&self, scope: Scope) -> Option<&Path> {
+        match scope {
+            Scope::Project => Some(&self.project),
+            Scope::User => self.user.as_deref(),
+        }
+    }
+
     /// The config files, highest precedence first, with their scopes.
     pub fn files(&self) -> Vec<(PathBuf, Scope)> {
         let mut files = vec![(self.project.clone(), Scope::Project)];
@@ -329,6 +339,17 @@ mod tests {
         let mut config = Config::default();
         merge(&mut config, files);
         config
+    }
+
+    #[test]
+    fn each_scope_writes_to_its_file() {
+        let paths = ConfigPaths::only("p/.agents/mcp.json");
+        assert_eq!(
+            (paths.file(Scope::Project), paths.file(Scope::User)),
+            (Some(Path::new("p/.agents/mcp.json")), None)
+        );
+        let paths = paths.with_user(Some("home/mcp.json".into()));
+        assert_eq!(paths.file(Scope::User), Some(Path::new("home/mcp.json")));
     }
 
     #[test]
