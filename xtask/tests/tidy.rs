@@ -18,7 +18,8 @@
 //!
 //! Conventions: a `core-agent` package name, an entry in
 //! `[workspace.dependencies]` (but for the binary's package), `[lints] workspace = true`, a README.md, and a
-//! crate root that opens with its doc.
+//! crate root that opens with its doc; one integration-test binary per crate
+//! (`tests/all.rs` and `tests/suite/`).
 //!
 //! The reader is a few lines of std, so xtask keeps its no-dependency rule:
 //! it understands the TOML that manifests use (tables, dotted keys, inline
@@ -1178,4 +1179,324 @@ fn use_leaves(tree: &str, out: &mut BTreeSet<String>) {
     } else {
         out.insert(tree.rsplit("::").next().unwrap_or(tree).to_owned());
     }
+}
+
+// ---------------------------------------------------------------------------
+// One integration-test binary per crate (STYLE.md, Tests): `crates/*/tests`
+// holds `all.rs`, which declares `mod suite;` and nothing else (after its
+// `//!` doc), the topics under `suite/` (declared in `suite/mod.rs`), and
+// fixtures that are not Rust. Each other `.rs` at the top, and each folder
+// with a `main.rs`, is one more binary to build and link; a `.rs` in a
+// fixture folder is a module no binary declares. `[[test]]` entries in a
+// manifest would name binaries past this check, so there are none. The
+// workspace's own `tests/` (the e2e package) is not a crate's and is free.
+
+#[test]
+fn each_crate_has_one_integration_test_binary() {
+    let root = workspace_root();
+    let crates = match workspace_crates(&root) {
+        Ok(crates) => crates,
+        Err(e) => panic!("tidy: {e}"),
+    };
+    let mut problems = Vec::new();
+    let mut binaries = 0;
+    for krate in &crates {
+        let shown = krate
+            .dir
+            .strip_prefix(&root)
+            .unwrap_or(&krate.dir)
+            .display()
+            .to_string();
+        binaries += usize::from(krate.dir.join("tests/all.rs").is_file());
+        problems.extend(test_layout_problems(&shown, &krate.dir));
+    }
+    assert!(
+        binaries >= 5,
+        "tidy: found only {binaries} tests/all.rs under crates/; is the walk broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "tidy found {} test layout problem(s):\n  {}\n",
+        problems.len(),
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn a_second_test_binary_or_a_stray_module_is_caught() {
+    let tmp = std::env::temp_dir().join(format!("tidy-tests-{}", std::process::id()));
+    let (good, bad) = (tmp.join("good"), tmp.join("bad"));
+    for dir in [
+        good.join("tests/suite"),
+        good.join("tests/fixtures/bad"),
+        bad.join("tests/common"),
+        bad.join("tests/golden"),
+        bad.join("tests/cli"),
+    ] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    for (path, text) in [
+        (good.join("Cargo.toml"), "[package]\nname = \"good\"\n"),
+        (good.join("tests/all.rs"), "//! The doc.\n\nmod suite;\n"),
+        (good.join("tests/suite/mod.rs"), "mod calls;\n"),
+        (good.join("tests/suite/calls.rs"), ""),
+        (good.join("tests/fixtures/bad/x.json"), "{}"),
+        (good.join("tests/fixtures/bad/x.err"), "error"),
+        (
+            bad.join("Cargo.toml"),
+            "[package]\nname = \"bad\"\n\n[[test]]\nname = \"extra\"\npath = \"x.rs\"\n",
+        ),
+        (bad.join("tests/all.rs"), "mod suite;\nmod common;\n"),
+        (bad.join("tests/http.rs"), ""),
+        (bad.join("tests/common/mod.rs"), ""),
+        (bad.join("tests/golden/case.rs"), ""),
+        (bad.join("tests/golden/case.out"), ""),
+        (bad.join("tests/cli/main.rs"), ""),
+    ] {
+        std::fs::write(path, text).unwrap();
+    }
+    let good_problems = test_layout_problems("good", &good);
+    let bad_problems = test_layout_problems("bad", &bad);
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert_eq!(good_problems, Vec::<String>::new());
+    assert_eq!(
+        bad_problems,
+        [
+            "bad/Cargo.toml has a [[test]] entry (STYLE.md: one integration-test binary per \
+             crate, tests/all.rs, found by cargo without an entry)",
+            "bad/tests/all.rs declares more than `mod suite;` (STYLE.md: the topics are \
+             modules of suite/, declared in suite/mod.rs)",
+            "bad/tests/all.rs has no suite/mod.rs beside it (STYLE.md: the topics live in \
+             tests/suite/)",
+            "bad/tests/cli is one more test binary (STYLE.md: one integration-test binary per \
+             crate; make it a module of tests/suite/)",
+            "bad/tests/common holds Rust (common/mod.rs) outside suite/ (STYLE.md: shared test \
+             code is a module of tests/suite/; fixture folders hold no .rs)",
+            "bad/tests/golden holds Rust (golden/case.rs) outside suite/ (STYLE.md: shared test \
+             code is a module of tests/suite/; fixture folders hold no .rs)",
+            "bad/tests/http.rs is one more test binary (STYLE.md: one integration-test binary \
+             per crate; make it a module of tests/suite/)",
+        ]
+    );
+}
+
+/// The problems of one crate's `tests/` layout, sorted; `shown` is the
+/// crate's directory as the messages name it.
+fn test_layout_problems(shown: &str, dir: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    match read(&dir.join("Cargo.toml")) {
+        Ok(text) if text.lines().any(|l| l.trim() == "[[test]]") => problems.push(format!(
+            "{shown}/Cargo.toml has a [[test]] entry (STYLE.md: one integration-test binary per \
+             crate, tests/all.rs, found by cargo without an entry)"
+        )),
+        Ok(_) => {}
+        Err(e) => problems.push(e),
+    }
+    let tests = dir.join("tests");
+    let Ok(entries) = std::fs::read_dir(&tests) else {
+        return problems;
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    for path in paths {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let at = format!("{shown}/tests/{name}");
+        if name == "all.rs" {
+            match read(&path) {
+                Ok(text) => {
+                    let code: Vec<&str> = text
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+                        .collect();
+                    if code != ["mod suite;"] {
+                        problems.push(format!(
+                            "{at} declares more than `mod suite;` (STYLE.md: the topics are \
+                             modules of suite/, declared in suite/mod.rs)"
+                        ));
+                    }
+                }
+                Err(e) => problems.push(e),
+            }
+            if !tests.join("suite/mod.rs").is_file() {
+                problems.push(format!(
+                    "{at} has no suite/mod.rs beside it (STYLE.md: the topics live in tests/suite/)"
+                ));
+            }
+        } else if name == "suite" && path.is_dir() {
+            continue;
+        } else if path.extension().is_some_and(|e| e == "rs") || path.join("main.rs").is_file() {
+            problems.push(format!(
+                "{at} is one more test binary (STYLE.md: one integration-test binary per crate; \
+                 make it a module of tests/suite/)"
+            ));
+        } else if path.is_dir() {
+            let mut files = Vec::new();
+            rust_files(&path, &mut files);
+            if let Some(file) = files.first() {
+                let inner = file.strip_prefix(&tests).unwrap_or(file).display();
+                problems.push(format!(
+                    "{at} holds Rust ({inner}) outside suite/ (STYLE.md: shared test code is a \
+                     module of tests/suite/; fixture folders hold no .rs)"
+                ));
+            }
+        }
+    }
+    if tests.join("suite").is_dir() && !tests.join("all.rs").is_file() {
+        problems.push(format!(
+            "{shown}/tests/suite has no all.rs to declare it (STYLE.md: tests/all.rs is the \
+             crate's one integration-test binary)"
+        ));
+    }
+    problems.sort();
+    problems
+}
+
+// ---------------------------------------------------------------------------
+// Options stay open: every `pub struct` of a library crate whose name ends
+// in `Options`, `Settings`, `Limits` or `Config` carries `#[non_exhaustive]`,
+// so that a field added in a minor release breaks no user (they build one
+// with `Default` or a constructor and the `with_*` methods, and read its
+// fields). The binary's package (`crates/agent-cli`) publishes no API.
+
+/// The names that mark an options-like struct.
+const OPTIONS_SUFFIXES: &[&str] = &["Options", "Settings", "Limits", "Config"];
+
+/// `(file, struct)` pairs that may stay exhaustive, each with its reason.
+const EXHAUSTIVE_ALLOWED: &[(&str, &str, &str)] = &[];
+
+#[test]
+fn options_structs_are_non_exhaustive() {
+    let root = workspace_root();
+    let crates = match workspace_crates(&root) {
+        Ok(crates) => crates,
+        Err(e) => panic!("tidy: {e}"),
+    };
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for krate in crates
+        .iter()
+        .filter(|c| c.manifest.name.as_deref() != Some(CLI))
+    {
+        let mut files = Vec::new();
+        rust_files(&krate.dir.join("src"), &mut files);
+        for file in files {
+            let shown = file
+                .strip_prefix(&root)
+                .unwrap_or(&file)
+                .display()
+                .to_string();
+            match read(&file) {
+                Ok(text) => {
+                    seen += options_structs(&text).len();
+                    problems.extend(exhaustive_options(&shown, &text));
+                }
+                Err(e) => problems.push(e),
+            }
+        }
+    }
+    assert!(
+        seen >= 10,
+        "tidy: found only {seen} options-like structs; is the reader broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "tidy found {} exhaustive options struct(s) (STYLE.md: a field added later must break \
+         no user; add `#[non_exhaustive]`, a `Default` or constructor and `with_*` methods, or \
+         allow it in EXHAUSTIVE_ALLOWED with the reason):\n  {}\n",
+        problems.len(),
+        problems.join("\n  ")
+    );
+}
+
+#[test]
+fn an_exhaustive_options_struct_is_caught() {
+    let text = r#"
+/// Open.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct HostOptions {
+    pub a: u8,
+}
+
+/// Closed.
+#[derive(Debug)]
+pub struct StartOptions { pub a: u8 }
+
+macro_rules! settings {
+    () => {
+        /// Generated, open.
+        #[non_exhaustive]
+        #[derive(Debug)]
+        pub struct WrapSettings {}
+    };
+}
+
+#[non_exhaustive]
+pub struct Plan;
+pub(crate) struct InnerConfig;
+pub struct Limits<T> { pub inner: T }
+/// `pub struct NotConfig` in a doc line is no struct.
+pub struct ConfigPaths;
+"#;
+    assert_eq!(
+        options_structs(text),
+        [
+            (5, "HostOptions"),
+            (11, "StartOptions"),
+            (18, "WrapSettings"),
+            (25, "Limits")
+        ]
+    );
+    assert_eq!(
+        exhaustive_options("crates/x/src/lib.rs", text),
+        [
+            "crates/x/src/lib.rs:11: pub struct StartOptions",
+            "crates/x/src/lib.rs:25: pub struct Limits",
+        ]
+    );
+}
+
+/// The options-like `pub struct`s of `text`, as (line, name).
+fn options_structs(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let rest = line.trim_start().strip_prefix("pub struct ")?;
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            let name = &rest[..end];
+            OPTIONS_SUFFIXES
+                .iter()
+                .any(|s| name.ends_with(s))
+                .then_some((i + 1, name))
+        })
+        .collect()
+}
+
+/// Each options-like struct of `text` whose attributes (the `#[…]` and doc
+/// lines right above it) lack `#[non_exhaustive]` and that
+/// [`EXHAUSTIVE_ALLOWED`] does not name, as `file:line: pub struct Name`.
+fn exhaustive_options(file: &str, text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    options_structs(text)
+        .into_iter()
+        .filter(|(line, name)| {
+            let open = lines[..line - 1]
+                .iter()
+                .rev()
+                .map(|l| l.trim())
+                .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
+                .any(|l| l == "#[non_exhaustive]");
+            !open
+                && !EXHAUSTIVE_ALLOWED
+                    .iter()
+                    .any(|(f, n, _)| *f == file && n == name)
+        })
+        .map(|(line, name)| format!("{file}:{line}: pub struct {name}"))
+        .collect()
 }

@@ -396,6 +396,15 @@ pub(crate) enum ScopeArg {
     User,
 }
 
+impl ScopeArg {
+    pub(crate) fn scope(self) -> core_agent_mcp_config::Scope {
+        match self {
+            ScopeArg::Project => core_agent_mcp_config::Scope::Project,
+            ScopeArg::User => core_agent_mcp_config::Scope::User,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum DialectArg {
     Core,

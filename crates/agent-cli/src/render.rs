@@ -20,6 +20,7 @@ macro_rules! out {
     }};
 }
 
+use core_agent_mcp_config::TrustLevel;
 use core_agent_mcp_policy::ServerSummary;
 use core_agent_mcp_transport::model::{CallToolResult, ContentBlock, ElicitRequestParams};
 
@@ -97,12 +98,18 @@ pub(crate) fn first_line(s: &str) -> &str {
 }
 
 /// `creator only`, `creator, agent only`, `no trust level`.
-pub(crate) fn levels_only(levels: &[&str]) -> String {
+pub(crate) fn levels_only(levels: &[TrustLevel]) -> String {
     if levels.is_empty() {
         "no trust level".to_owned()
     } else {
-        format!("{} only", levels.join(", "))
+        format!("{} only", level_words(levels))
     }
+}
+
+/// `creator, agent`.
+pub(crate) fn level_words(levels: &[TrustLevel]) -> String {
+    let words: Vec<&str> = levels.iter().map(|l| l.as_str()).collect();
+    words.join(", ")
 }
 
 /// A server's restricted tools, grouped by levels and reason:

@@ -54,18 +54,17 @@ impl Setup {
             return None;
         };
         let paths = ConfigPaths::new(&global.agents_dir, global.user_config.clone());
-        let overrides = Overrides {
-            start_timeout: Some(start_timeout),
-            call_timeout,
-            no_digest: global.no_mcp_digest,
-            session_db: global.session_db.clone(),
-            llm: global.mcp_agentic_wrap_llm,
-            llm_model: global.mcp_agentic_wrap_model.clone(),
-            small_model: global.agentic_small_model.clone(),
-            cost_ceiling: global.cost_ceiling,
-            no_survey: global.no_survey,
-            survey_root: Some(project_root(&global.agents_dir)),
-        };
+        let overrides = Overrides::default()
+            .with_start_timeout(Some(start_timeout))
+            .with_call_timeout(call_timeout)
+            .with_no_digest(global.no_mcp_digest)
+            .with_session_db(global.session_db.clone())
+            .with_llm(global.mcp_agentic_wrap_llm)
+            .with_llm_model(global.mcp_agentic_wrap_model.clone())
+            .with_small_model(global.agentic_small_model.clone())
+            .with_cost_ceiling(global.cost_ceiling)
+            .with_no_survey(global.no_survey)
+            .with_survey_root(Some(project_root(&global.agents_dir)));
         Some(Setup {
             paths,
             start_timeout,
@@ -154,6 +153,7 @@ impl Launch {
             mut options,
             notices,
             pricing,
+            ..
         } = match HostConfig::from_config(&config, permissions, &setup.overrides) {
             Ok(h) => h,
             Err(e) => {

@@ -160,14 +160,10 @@ async fn host() -> Arc<Host> {
             env: BTreeMap::new(),
         })),
     };
-    let config = Config {
-        servers: vec![entry],
-        ..Config::default()
-    };
-    let permissions = PermissionsConfig {
-        allow: vec![Pattern::parse("mcp:bench_*", Path::new(".agents/config.json")).unwrap()],
-        ..PermissionsConfig::default()
-    };
+    let config = Config::default().with_servers(vec![entry]);
+    let permissions = PermissionsConfig::default().with_allow(vec![
+        Pattern::parse("mcp:bench_*", Path::new(".agents/config.json")).unwrap(),
+    ]);
     let options = HostOptions::default()
         .with_permissions(permissions)
         .with_digest(Some(DigestOptions::new(Arc::new(MemoryStore::new()))));

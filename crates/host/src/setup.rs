@@ -18,8 +18,22 @@ use crate::{DigestOptions, HostOptions, SurveyOptions};
 const LLM_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a caller (the command line, a library user) sets over the config
-/// files. `None` and `false` leave the config's choice.
+/// files. `None` and `false` leave the config's choice: start from
+/// [`Overrides::default`] and set what the caller chose with the `with_*`
+/// methods.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use core_agent_host::Overrides;
+///
+/// let overrides = Overrides::default()
+///     .with_call_timeout(Some(Duration::from_secs(60)))
+///     .with_no_survey(true);
+/// assert!(!overrides.no_digest);
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Overrides {
     /// Limit on each server's start.
     pub start_timeout: Option<Duration>,
@@ -44,6 +58,78 @@ pub struct Overrides {
     pub survey_root: Option<PathBuf>,
 }
 
+impl Overrides {
+    /// Limit on each server's start.
+    #[must_use]
+    pub fn with_start_timeout(mut self, timeout: Option<Duration>) -> Overrides {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Limit on each call, over every server's `call_timeout_ms`.
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Option<Duration>) -> Overrides {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// Turn the digest off, whatever the config says.
+    #[must_use]
+    pub fn with_no_digest(mut self, off: bool) -> Overrides {
+        self.no_digest = off;
+        self
+    }
+
+    /// Keep raw payloads and telemetry in this SQLite file instead of memory.
+    #[must_use]
+    pub fn with_session_db(mut self, path: Option<PathBuf>) -> Overrides {
+        self.session_db = path;
+        self
+    }
+
+    /// Turn the LLM second chance on (`Some(true)`) or off over `agentic_wrap_llm`.
+    #[must_use]
+    pub fn with_llm(mut self, llm: Option<bool>) -> Overrides {
+        self.llm = llm;
+        self
+    }
+
+    /// The second chance's model, over `agentic_wrap_model`.
+    #[must_use]
+    pub fn with_llm_model(mut self, model: Option<String>) -> Overrides {
+        self.llm_model = model;
+        self
+    }
+
+    /// The small model used when no MCP-specific one is set.
+    #[must_use]
+    pub fn with_small_model(mut self, model: Option<String>) -> Overrides {
+        self.small_model = model;
+        self
+    }
+
+    /// The default per-session spending ceiling of the second chance, in US dollars.
+    #[must_use]
+    pub fn with_cost_ceiling(mut self, dollars: Option<f64>) -> Overrides {
+        self.cost_ceiling = dollars;
+        self
+    }
+
+    /// Turn the survey tools off, whatever the config says.
+    #[must_use]
+    pub fn with_no_survey(mut self, off: bool) -> Overrides {
+        self.no_survey = off;
+        self
+    }
+
+    /// The directory the survey tools are confined to (`None` leaves them off).
+    #[must_use]
+    pub fn with_survey_root(mut self, root: Option<PathBuf>) -> Overrides {
+        self.survey_root = root;
+        self
+    }
+}
+
 /// The project root of an agents directory: the directory that holds it
 /// (`.agents` → `.`), where `.mcp.json` and `.env` are read and the survey
 /// tools look.
@@ -55,8 +141,10 @@ pub fn project_root(agents_dir: &Path) -> PathBuf {
 }
 
 /// The Host's options built from the config, and what the operator should
-/// hear about how (a second chance that stays off, and why).
+/// hear about how (a second chance that stays off, and why). Only
+/// [`HostConfig::from_config`] makes one.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct HostConfig {
     /// Ready for [`crate::Host::start`] (add an elicitor to `start`).
     pub options: HostOptions,

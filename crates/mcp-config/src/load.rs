@@ -10,8 +10,17 @@ use crate::{
     Scope,
 };
 
-/// Which files to read.
+/// Which files to read: [`ConfigPaths::new`] for the standard ones,
+/// [`ConfigPaths::only`] for one, and the `with_*` methods to change either.
+///
+/// ```
+/// use core_agent_mcp_config::ConfigPaths;
+///
+/// let paths = ConfigPaths::only("project/.agents/mcp.json").with_dotenv(Some("project/.env".into()));
+/// assert_eq!(paths.files().len(), 1);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConfigPaths {
     /// `<agentsDir>/mcp.json`, highest precedence.
     pub project: PathBuf,
@@ -57,10 +66,42 @@ impl ConfigPaths {
         }
     }
 
+    /// `<project root>/.mcp.json`, or another file of that dialect (`None`
+    /// reads none).
+    #[must_use]
+    pub fn with_dot_mcp(mut self, dot_mcp: Option<PathBuf>) -> ConfigPaths {
+        self.dot_mcp = dot_mcp;
+        self
+    }
+
+    /// The user's file (`None` reads none).
+    #[must_use]
+    pub fn with_user(mut self, user: Option<PathBuf>) -> ConfigPaths {
+        self.user = user;
+        self
+    }
+
+    /// The `.env` file (`None` reads none).
+    #[must_use]
+    pub fn with_dotenv(mut self, dotenv: Option<PathBuf>) -> ConfigPaths {
+        self.dotenv = dotenv;
+        self
+    }
+
     /// `<agentsDir>/mcp.lock`: the tool definitions pinned per server, next
     /// to the project's `mcp.json`.
     pub fn lock(&self) -> PathBuf {
         self.project.with_file_name("mcp.lock")
+    }
+
+    /// The file a server of `scope` is written to: the project's `mcp.json`,
+    /// or the user's file (`None` when there is none: `HOME` unset and no
+    /// file given instead).
+    pub fn file(&self, scope: Scope) -> Option<&Path> {
+        match scope {
+            Scope::Project => Some(&self.project),
+            Scope::User => self.user.as_deref(),
+        }
     }
 
     /// The config files, highest precedence first, with their scopes.
@@ -298,6 +339,17 @@ mod tests {
         let mut config = Config::default();
         merge(&mut config, files);
         config
+    }
+
+    #[test]
+    fn each_scope_writes_to_its_file() {
+        let paths = ConfigPaths::only("p/.agents/mcp.json");
+        assert_eq!(
+            (paths.file(Scope::Project), paths.file(Scope::User)),
+            (Some(Path::new("p/.agents/mcp.json")), None)
+        );
+        let paths = paths.with_user(Some("home/mcp.json".into()));
+        assert_eq!(paths.file(Scope::User), Some(Path::new("home/mcp.json")));
     }
 
     #[test]

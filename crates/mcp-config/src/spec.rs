@@ -6,7 +6,20 @@ use crate::Template;
 
 /// The merged configuration: every server from every file, plus the
 /// non-server settings resolved along the precedence list.
+///
+/// [`load`](crate::load) builds it from the files; an embedding host or a
+/// test builds one in code from [`Config::default`] and the `with_*`
+/// methods:
+///
+/// ```
+/// use core_agent_mcp_config::{Config, ServerEntry};
+///
+/// let servers: Vec<ServerEntry> = Vec::new();
+/// let config = Config::default().with_servers(servers);
+/// assert!(config.server("demo").is_none());
+/// ```
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct Config {
     /// Servers to start, sorted by name. A name appears once: the project
     /// entry wins.
@@ -40,6 +53,50 @@ pub struct Config {
 }
 
 impl Config {
+    /// The servers to start (sorted by name, each name once).
+    #[must_use]
+    pub fn with_servers(mut self, servers: Vec<ServerEntry>) -> Config {
+        self.servers = servers;
+        self
+    }
+
+    /// The `agentic_wrap*` settings (the digest).
+    #[must_use]
+    pub fn with_wrap(mut self, wrap: crate::WrapSettings) -> Config {
+        self.wrap = wrap;
+        self
+    }
+
+    /// Whether the host offers the survey tools (`None`: on).
+    #[must_use]
+    pub fn with_survey(mut self, survey: Option<Setting<bool>>) -> Config {
+        self.survey = survey;
+        self
+    }
+
+    /// Which built-in survey tools are offered, and to whom (`None`: all
+    /// four, to every trust level).
+    #[must_use]
+    pub fn with_builtin(mut self, builtin: Option<BuiltinTools>) -> Config {
+        self.builtin = builtin;
+        self
+    }
+
+    /// Variables for interpolation, under the process environment.
+    #[must_use]
+    pub fn with_dotenv(mut self, dotenv: crate::DotEnv) -> Config {
+        self.dotenv = dotenv;
+        self
+    }
+
+    /// Where the tool definitions each server showed are pinned (`None`
+    /// pins nothing).
+    #[must_use]
+    pub fn with_lock(mut self, lock: Option<PathBuf>) -> Config {
+        self.lock = lock;
+        self
+    }
+
     /// The server called `name`, if any.
     pub fn server(&self, name: &str) -> Option<&ServerEntry> {
         self.servers.iter().find(|s| s.name == name)
@@ -354,7 +411,15 @@ impl PinMode {
 }
 
 /// Bounds on what one server may cost, with the Auggy spec's defaults.
+///
+/// ```
+/// use core_agent_mcp_config::Limits;
+///
+/// let limits = Limits::default().with_max_tools(8).with_call_timeout_ms(5_000);
+/// assert_eq!((limits.max_tools, limits.max_pages), (8, 20));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Limits {
     /// Tools past this many are dropped, with a warning naming them (64).
     pub max_tools: usize,
@@ -388,6 +453,55 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Tools past this many are dropped.
+    #[must_use]
+    pub fn with_max_tools(mut self, tools: usize) -> Limits {
+        self.max_tools = tools;
+        self
+    }
+
+    /// `tools/list` pages read at most.
+    #[must_use]
+    pub fn with_max_pages(mut self, pages: usize) -> Limits {
+        self.max_pages = pages;
+        self
+    }
+
+    /// A tool whose input schema is larger is quarantined.
+    #[must_use]
+    pub fn with_max_input_schema_bytes(mut self, bytes: usize) -> Limits {
+        self.max_input_schema_bytes = bytes;
+        self
+    }
+
+    /// A result longer than this is cut.
+    #[must_use]
+    pub fn with_max_result_bytes(mut self, bytes: usize) -> Limits {
+        self.max_result_bytes = bytes;
+        self
+    }
+
+    /// A call is cancelled on the server past this many milliseconds.
+    #[must_use]
+    pub fn with_call_timeout_ms(mut self, ms: u64) -> Limits {
+        self.call_timeout_ms = ms;
+        self
+    }
+
+    /// Calls in flight to the server at most.
+    #[must_use]
+    pub fn with_max_concurrent_calls(mut self, calls: usize) -> Limits {
+        self.max_concurrent_calls = calls;
+        self
+    }
+
+    /// One message from the server longer than this stops the server.
+    #[must_use]
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> Limits {
+        self.max_message_bytes = bytes;
+        self
+    }
+
     /// These limits with every field that `json` (a `limits` object) sets replaced.
     pub fn overlaid(mut self, json: Option<&serde_json::Value>) -> Limits {
         let Some(obj) = json.and_then(serde_json::Value::as_object) else {

@@ -14,8 +14,11 @@ macro_rules! wrap_settings {
         $field:ident: $ty:ty = $key:literal, read $read:expr, show $show:expr;
     )*) => {
         /// The digest ("agentic wrap") settings of `mcp.json`, each with the
-        /// file that set it (`None` when no file does).
+        /// file that set it (`None` when no file does). [`load`](crate::load)
+        /// reads them; in code, start from [`WrapSettings::default`] and set
+        /// fields.
         #[derive(Debug, Clone, Default, PartialEq)]
+        #[non_exhaustive]
         pub struct WrapSettings {
             $( $(#[$doc])* pub $field: Option<Setting<$ty>>, )*
         }

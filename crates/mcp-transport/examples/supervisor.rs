@@ -2,7 +2,7 @@
 //! it: the words after the program are `<parent-pid> <grace-ms> <command>
 //! [<args>…]`, and [`supervise::run`] does the rest. The tests start stdio
 //! servers through it with `StartOptions::supervisor` set to
-//! `Supervisor { program: <this example>, args: vec![] }`.
+//! `Supervisor::new(<this example>)`.
 
 use core_agent_mcp_transport::supervise::{self, Exit, Plan};
 

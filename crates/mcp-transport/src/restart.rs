@@ -12,7 +12,19 @@ use crate::error::humanize;
 /// `first_delay × 2ⁿ`; once `max_restarts` restarts happened within
 /// `window`, the server stays down. A restart that fails to start counts
 /// as a restart.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// use core_agent_mcp_transport::{RestartPolicy, StartOptions};
+///
+/// let policy = RestartPolicy::default().with_first_delay(Duration::from_millis(100));
+/// let options = StartOptions::default().with_restart(Some(policy));
+/// assert_eq!(policy.delay(2), Duration::from_millis(400));
+/// # let _ = options;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RestartPolicy {
     /// The wait before the first restart (1 s by default); each further
     /// restart within the window waits twice as long as the one before.
@@ -34,6 +46,27 @@ impl Default for RestartPolicy {
 }
 
 impl RestartPolicy {
+    /// The wait before the first restart.
+    #[must_use]
+    pub fn with_first_delay(mut self, delay: Duration) -> RestartPolicy {
+        self.first_delay = delay;
+        self
+    }
+
+    /// At most this many restarts within the window.
+    #[must_use]
+    pub fn with_max_restarts(mut self, restarts: usize) -> RestartPolicy {
+        self.max_restarts = restarts;
+        self
+    }
+
+    /// The window the restarts are counted in.
+    #[must_use]
+    pub fn with_window(mut self, window: Duration) -> RestartPolicy {
+        self.window = window;
+        self
+    }
+
     /// The wait before a restart when `done` restarts already happened
     /// within the window.
     pub fn delay(&self, done: usize) -> Duration {

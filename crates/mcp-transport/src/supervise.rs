@@ -68,7 +68,17 @@ pub const USAGE: i32 = 2;
 
 /// How the host launches a supervisor: a program and the arguments that
 /// select its supervisor mode, before the supervisor's own words.
+/// [`Supervisor::current_exe`] for a binary that handles [`SUBCOMMAND`]
+/// like `core-agent` does; [`Supervisor::new`] for another program.
+///
+/// ```
+/// use core_agent_mcp_transport::Supervisor;
+///
+/// let supervisor = Supervisor::new("/usr/local/bin/my-host").with_args(vec!["supervise".into()]);
+/// assert_eq!(supervisor.args.len(), 1);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Supervisor {
     /// The program (usually the host's own binary).
     pub program: PathBuf,
@@ -77,6 +87,22 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
+    /// `program`, with no arguments before the supervisor's own words: a
+    /// binary that is nothing but a supervisor.
+    pub fn new(program: impl Into<PathBuf>) -> Supervisor {
+        Supervisor {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// The arguments that make the program a supervisor.
+    #[must_use]
+    pub fn with_args(mut self, args: Vec<OsString>) -> Supervisor {
+        self.args = args;
+        self
+    }
+
     /// The running binary, with [`SUBCOMMAND`]: for a binary that handles
     /// `__supervise` like `core-agent` does.
     pub fn current_exe() -> io::Result<Supervisor> {

@@ -36,7 +36,24 @@ impl Mode {
 }
 
 /// The merged permissions of `<agentsDir>/config.json` and `~/.agents/config.json`.
+///
+/// [`PermissionsConfig::load`] reads them from the files; in code, start
+/// from [`PermissionsConfig::default`] (`ask`, no patterns) and use the
+/// `with_*` methods:
+///
+/// ```
+/// use std::path::Path;
+///
+/// use core_agent_permissions::{Mode, Pattern, PermissionsConfig};
+///
+/// let allow = Pattern::parse("mcp:github_get_*", Path::new("config.json")).unwrap();
+/// let config = PermissionsConfig::default()
+///     .with_mode(Mode::Allowlist)
+///     .with_allow(vec![allow]);
+/// assert_eq!(config.allow.len(), 1);
+/// ```
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct PermissionsConfig {
     /// `permissions.mode` (default `ask`).
     pub mode: Mode,
@@ -95,6 +112,50 @@ impl std::fmt::Debug for Section {
 }
 
 impl PermissionsConfig {
+    /// The mode (`permissions.mode`).
+    #[must_use]
+    pub fn with_mode(mut self, mode: Mode) -> PermissionsConfig {
+        self.mode = mode;
+        self
+    }
+
+    /// The patterns that allow a call (`permissions.allow`).
+    #[must_use]
+    pub fn with_allow(mut self, allow: Vec<Pattern>) -> PermissionsConfig {
+        self.allow = allow;
+        self
+    }
+
+    /// The patterns that deny a call (`permissions.deny`).
+    #[must_use]
+    pub fn with_deny(mut self, deny: Vec<Pattern>) -> PermissionsConfig {
+        self.deny = deny;
+        self
+    }
+
+    /// Whether a mutating call needs a recorded plan first
+    /// (`permissions.require_plan_artifact`).
+    #[must_use]
+    pub fn with_require_plan_artifact(mut self, require: bool) -> PermissionsConfig {
+        self.require_plan_artifact = require;
+        self
+    }
+
+    /// The mutating tools that may be polled (`tools.wait_and_verify.poll_allow`).
+    #[must_use]
+    pub fn with_poll_allow(mut self, poll_allow: Vec<Pattern>) -> PermissionsConfig {
+        self.poll_allow = poll_allow;
+        self
+    }
+
+    /// The project's `config.json`, which advice names as the place to add
+    /// a pattern.
+    #[must_use]
+    pub fn with_project_file(mut self, project_file: Option<PathBuf>) -> PermissionsConfig {
+        self.project_file = project_file;
+        self
+    }
+
     /// Reads the project file, then the user file (either may be missing).
     /// The project wins for `mode` and `require_plan_artifact`; the `allow`,
     /// `deny` and `poll_allow` lists of both apply; each file's `gateway`

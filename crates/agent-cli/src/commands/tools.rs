@@ -3,7 +3,7 @@
 use core_agent_host::Session;
 
 use crate::cli::Global;
-use crate::render::{clean, levels_only, print_json};
+use crate::render::{clean, level_words, levels_only, print_json};
 use crate::setup::listing;
 
 pub(crate) async fn run(global: &Global, json: bool) -> u8 {
@@ -21,7 +21,7 @@ fn tools(session: &Session, json: bool) -> u8 {
             let class = if t.read_only { "read-only" } else { "mutating" };
             let trust = match &t.why_restricted {
                 Some(why) => format!("{} ({why})", levels_only(&t.trust_levels)),
-                None => t.trust_levels.join(", "),
+                None => level_words(&t.trust_levels),
             };
             outln!("{}  [{class}; {trust}]", t.name);
             for line in clean(&t.description).lines() {

@@ -408,12 +408,10 @@ fn gate_of(mode: Mode, allow: &[&str], deny: &[&str]) -> RwLock<Gate> {
             .collect()
     };
     RwLock::new(Gate::new(
-        PermissionsConfig {
-            mode,
-            allow: patterns(allow),
-            deny: patterns(deny),
-            ..PermissionsConfig::default()
-        },
+        PermissionsConfig::default()
+            .with_mode(mode)
+            .with_allow(patterns(allow))
+            .with_deny(patterns(deny)),
         None,
     ))
 }
@@ -632,11 +630,9 @@ async fn an_answer_kept_in_the_memory_reaches_a_sibling_gate_before_it_asks() {
     // A plan recorded by one process lifts plan-first in the other.
     memory.remember("s3", Fact::Plan("the plan")).unwrap();
     let planless = RwLock::new(Gate::new(
-        PermissionsConfig {
-            mode: Mode::Allowlist,
-            require_plan_artifact: true,
-            ..PermissionsConfig::default()
-        },
+        PermissionsConfig::default()
+            .with_mode(Mode::Allowlist)
+            .with_require_plan_artifact(true),
         None,
     ));
     assert!(

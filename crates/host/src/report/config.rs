@@ -373,13 +373,10 @@ mod tests {
             headers: [("X-Static".to_owned(), template("visible"))].into(),
             auth: None,
         };
-        let mut config = Config {
-            servers: vec![
-                entry("a", Transport::Stdio(stdio)),
-                entry("b", Transport::Http(http)),
-            ],
-            ..Config::default()
-        };
+        let mut config = Config::default().with_servers(vec![
+            entry("a", Transport::Stdio(stdio)),
+            entry("b", Transport::Http(http)),
+        ]);
         config.wrap.threshold = Some(Setting {
             value: 4000,
             source: "x.json".into(),

@@ -60,6 +60,14 @@ pub(crate) fn word_opt<S: serde::Serializer, T: Word>(
     }
 }
 
+/// Serializes a list of config values as their words.
+pub(crate) fn words<S: serde::Serializer, T: Word>(
+    values: &[T],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_seq(values.iter().map(Word::word))
+}
+
 /// Serializes an optional list of config values as their words, or `null`.
 pub(crate) fn words_opt<S: serde::Serializer, T: Word>(
     values: &Option<Vec<T>>,
@@ -83,4 +91,28 @@ pub(crate) fn words_by_key<S: serde::Serializer, T: Word>(
         .map(|(k, v)| (k, v.iter().map(Word::word).collect::<Vec<_>>()))
         .collect::<std::collections::BTreeMap<_, _>>()
         .serialize(serializer)
+}
+
+#[cfg(test)]
+mod tests {
+    use core_agent_mcp_config::TrustLevel;
+
+    use super::RestrictedTool;
+
+    /// Typed levels serialize as the words the JSON always had.
+    #[test]
+    fn trust_levels_serialize_as_their_words() {
+        let tool = RestrictedTool {
+            name: "git_commit".to_owned(),
+            tool: "commit".to_owned(),
+            trust_levels: vec![TrustLevel::Creator, TrustLevel::Agent],
+            why: "mutating".to_owned(),
+        };
+        assert_eq!(
+            serde_json::to_string(&tool).ok().as_deref(),
+            Some(
+                r#"{"name":"git_commit","tool":"commit","trust_levels":["creator","agent"],"why":"mutating"}"#
+            )
+        );
+    }
 }

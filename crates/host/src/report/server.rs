@@ -51,8 +51,9 @@ pub struct RestrictedTool {
     pub name: String,
     /// The server's own name for the tool.
     pub tool: String,
-    /// The trust levels that may call it.
-    pub trust_levels: Vec<&'static str>,
+    /// The trust levels that may call it (their words in JSON).
+    #[serde(serialize_with = "super::words")]
+    pub trust_levels: Vec<TrustLevel>,
     /// Why: `mutating, not marked non-destructive`, `open-world`, `the
     /// server's allowedTrustLevels`, `its toolPolicies entry`, or several
     /// of them joined by `; `.
@@ -68,7 +69,7 @@ pub(crate) fn restricted_tools(catalog: &Catalog, server: &str) -> Vec<Restricte
         .map(|e| RestrictedTool {
             name: e.name.clone(),
             tool: e.tool.clone(),
-            trust_levels: e.trust_levels.iter().map(|l| l.as_str()).collect(),
+            trust_levels: e.trust_levels.clone(),
             why: Restricted::join(&e.restricted),
         })
         .collect()

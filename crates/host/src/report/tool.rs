@@ -23,8 +23,10 @@ pub struct ToolReport {
     pub input_schema: Value,
     /// The dispatch class: read-only calls run concurrently.
     pub read_only: bool,
-    /// The trust levels that may see and call it.
-    pub trust_levels: Vec<&'static str>,
+    /// The trust levels that may see and call it (their words in JSON:
+    /// `["creator", "agent"]`).
+    #[serde(serialize_with = "super::words")]
+    pub trust_levels: Vec<TrustLevel>,
     /// Why it is not open to every trust level (`mutating, not marked
     /// non-destructive`, `open-world`, …), or `null` when it is.
     pub why_restricted: Option<String>,
@@ -39,7 +41,7 @@ impl From<&CatalogEntry> for ToolReport {
             description: e.description.clone(),
             input_schema: e.input_schema.clone(),
             read_only: e.read_only,
-            trust_levels: e.trust_levels.iter().map(|l| l.as_str()).collect(),
+            trust_levels: e.trust_levels.clone(),
             why_restricted: (!e.restricted.is_empty()).then(|| Restricted::join(&e.restricted)),
         }
     }
@@ -60,7 +62,7 @@ impl Host {
                     if !levels.contains(&level) {
                         return None;
                     }
-                    report.trust_levels = levels.iter().map(|l| l.as_str()).collect();
+                    report.trust_levels = levels.clone();
                     if levels.len() < TrustLevel::ALL.len() {
                         let by_policy =
                             survey.is_some_and(|a| a.tool_policies.contains_key(t.name));

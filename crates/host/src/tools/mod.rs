@@ -147,7 +147,7 @@ pub(crate) fn report(tool: &HostTool) -> ToolReport {
         description: (tool.description)().to_owned(),
         input_schema: (tool.schema)(),
         read_only: tool.read_only,
-        trust_levels: vec!["creator", "agent", "user", "public"],
+        trust_levels: core_agent_mcp_config::TrustLevel::ALL.to_vec(),
         why_restricted: None,
     }
 }

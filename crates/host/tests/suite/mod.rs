@@ -57,10 +57,7 @@ fn demo(name: &str) -> ServerEntry {
 }
 
 fn config(servers: Vec<ServerEntry>) -> Config {
-    Config {
-        servers,
-        ..Config::default()
-    }
+    Config::default().with_servers(servers)
 }
 
 /// A shared host, and the session options its calls are made with.

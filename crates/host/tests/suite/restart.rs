@@ -16,11 +16,12 @@ async fn restartable_demo(
         demo_server()
     );
     let mut options = HostOptions::default().with_call_timeout(Some(Duration::from_millis(200)));
-    options.start.restart = Some(core_agent_mcp_transport::RestartPolicy {
-        first_delay,
-        max_restarts,
-        window: Duration::from_secs(600),
-    });
+    options.start.restart = Some(
+        core_agent_mcp_transport::RestartPolicy::default()
+            .with_first_delay(first_delay)
+            .with_max_restarts(max_restarts)
+            .with_window(Duration::from_secs(600)),
+    );
     start(vec![stdio("demo", "sh", &["-c", &script])], options).await
 }
 

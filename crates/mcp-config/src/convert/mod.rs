@@ -19,8 +19,9 @@ use crate::{
     Cloud, Dialect, Limits, PinMode, Scope, ServerEntry, ServerSpec, Template, TrustLevel,
 };
 
-/// One file, parsed and validated, before merging.
+/// One file, parsed and validated, before merging; only the loader makes one.
 #[derive(Debug, Default)]
+#[non_exhaustive]
 pub struct FileConfig {
     /// The file's dialect.
     pub dialect: Dialect,

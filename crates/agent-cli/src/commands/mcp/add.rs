@@ -1,9 +1,7 @@
 //! `core-agent mcp add`: writes one server into the project's or the
 //! user's config file.
 
-use std::path::PathBuf;
-
-use core_agent_mcp_config::{ConfigPaths, NewServer};
+use core_agent_mcp_config::NewServer;
 
 use super::write_file;
 use crate::cli::{Global, ScopeArg};
@@ -29,13 +27,13 @@ pub(crate) fn run(
             return USAGE;
         }
     };
-    let Some(path) = scope_file(&paths, scope) else {
+    let Some(path) = paths.file(scope.scope()) else {
         eprintln!(
             "core-agent: HOME is not set, so there is no user config; pass --user-config FILE"
         );
         return USAGE;
     };
-    let existing = match std::fs::read_to_string(&path) {
+    let existing = match std::fs::read_to_string(path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
@@ -43,14 +41,14 @@ pub(crate) fn run(
             return FAILED;
         }
     };
-    let text = match core_agent_mcp_config::add_server(&path, existing.as_deref(), name, &server) {
+    let text = match core_agent_mcp_config::add_server(path, existing.as_deref(), name, &server) {
         Ok(text) => text,
         Err(e) => {
             eprintln!("core-agent: {}", words::config::config_error(&e));
             return USAGE;
         }
     };
-    if let Err(e) = write_file(&path, &text) {
+    if let Err(e) = write_file(path, &text) {
         eprintln!("core-agent: cannot write {}: {e}", path.display());
         return FAILED;
     }
@@ -65,11 +63,4 @@ pub(crate) fn run(
     }
     outln!("added server `{name}` to {}", path.display());
     0
-}
-
-fn scope_file(paths: &ConfigPaths, scope: ScopeArg) -> Option<PathBuf> {
-    match scope {
-        ScopeArg::Project => Some(paths.project.clone()),
-        ScopeArg::User => paths.user.clone(),
-    }
 }

@@ -1,7 +1,5 @@
 //! `core-agent mcp remove`: removes a server from the file that declares it.
 
-use core_agent_mcp_config::Scope;
-
 use super::write_file;
 use crate::cli::{Global, ScopeArg};
 use crate::setup::Setup;
@@ -11,10 +9,7 @@ pub(crate) fn run(global: &Global, name: &str, scope: Option<ScopeArg>) -> u8 {
     let Some(Setup { paths, .. }) = Setup::new(global) else {
         return USAGE;
     };
-    let wanted = scope.map(|s| match s {
-        ScopeArg::Project => Scope::Project,
-        ScopeArg::User => Scope::User,
-    });
+    let wanted = scope.map(ScopeArg::scope);
     let everywhere = match core_agent_mcp_config::remove_from(&paths, name, wanted) {
         Ok(core_agent_mcp_config::Removal::Removed { path, text }) => {
             if let Err(e) = write_file(&path, &text) {

@@ -1,8 +1,6 @@
 //! The gateway over an in-memory pipe, with an rmcp client on the other
 //! end and the demo server (a real stdio child) behind the host.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
-
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -20,8 +18,7 @@ use rmcp::service::{RequestContext, RunningService};
 use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
-mod common;
-use common::demo_entry;
+use super::common::demo_entry;
 
 /// A client that answers every approval with `answer`, counting the asks.
 #[derive(Clone)]
@@ -83,18 +80,15 @@ async fn setup(level: TrustLevel, allow: &[&str], answer: &'static str, elicits:
 /// The demo server behind a host in `ask` mode with `allow` patterns,
 /// keeping raw payloads in `store`.
 async fn start_host(allow: &[&str], store: Arc<dyn core_agent_digest::Store>) -> Arc<Host> {
-    let config = Config {
-        servers: vec![demo_entry()],
-        ..Config::default()
-    };
-    let permissions = PermissionsConfig {
-        mode: Mode::Ask,
-        allow: allow
-            .iter()
-            .map(|p| Pattern::parse(p, Path::new("config.json")).unwrap())
-            .collect(),
-        ..PermissionsConfig::default()
-    };
+    let config = Config::default().with_servers(vec![demo_entry()]);
+    let permissions = PermissionsConfig::default()
+        .with_mode(Mode::Ask)
+        .with_allow(
+            allow
+                .iter()
+                .map(|p| Pattern::parse(p, Path::new("config.json")).unwrap())
+                .collect(),
+        );
     let options = HostOptions::default()
         .with_permissions(permissions)
         .with_digest(Some(DigestOptions::new(store)));

@@ -3,8 +3,6 @@
 //! room, one with a call in flight never does), the idle timeout, and the
 //! throttle on repeated failed authentication.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
-
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,8 +14,7 @@ use core_agent_mcp_config::{Config, TrustLevel};
 use core_agent_permissions::{Mode, PermissionsConfig};
 use serde_json::{Value, json};
 
-mod common;
-use common::demo_entry;
+use super::common::demo_entry;
 
 const A: &str = "token-a-0123456789abcdef";
 const B: &str = "token-b-0123456789abcdef";
@@ -37,10 +34,8 @@ async fn serve(demo: bool, tune: impl FnOnce(&mut HttpOptions)) -> Served {
     if demo {
         config.servers.push(demo_entry());
     }
-    let options = HostOptions::default().with_permissions(PermissionsConfig {
-        mode: Mode::Ask,
-        ..PermissionsConfig::default()
-    });
+    let options =
+        HostOptions::default().with_permissions(PermissionsConfig::default().with_mode(Mode::Ask));
     let env: BTreeMap<String, String> = BTreeMap::new();
     let host = Arc::new(Host::start(&config, &env, options, &|_, _| {}).await);
     let gateway = Gateway::new(host.clone(), GatewayOptions::default());

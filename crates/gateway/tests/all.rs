@@ -1,0 +1,3 @@
+//! Integration tests of the gateway (one binary; the topics are in `suite/`).
+
+mod suite;
