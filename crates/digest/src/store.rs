@@ -289,7 +289,8 @@ impl Telemetry {
             }
         }
         // Entries of sessions that came back, or ended again, are skipped
-        // when they come up; they never outnumber the live ones twice over.
+        // when they come up; compacted, they stay under twice the ended
+        // sessions kept (plus a little).
         if self.ends.len() > 2 * self.ended.len() + 64 {
             let ended = &self.ended;
             self.ends.retain(|(s, n)| ended.get(s) == Some(n));

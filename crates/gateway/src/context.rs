@@ -168,10 +168,17 @@ pub(crate) fn protocol_error(e: HostError) -> ErrorData {
     }
 }
 
-/// A backend's "resource not found" (-32002) for a read of the public URI
-/// `uri` names that URI in its `data` (where the backend's names its own).
+/// A backend's error for a read of the public URI `uri` names that URI
+/// where the backend's named its own (`data.uri`; a backend of 2026-07-28
+/// says "not found" as -32602), and a "resource not found" (-32002) that
+/// named none names it too.
 pub(crate) fn not_found_names(mut e: ErrorData, uri: &str) -> ErrorData {
-    if e.code == ErrorCode(-32002) {
+    let names = e
+        .data
+        .as_ref()
+        .and_then(|d| d.as_object())
+        .is_some_and(|d| d.contains_key("uri"));
+    if names || e.code == ErrorCode(-32002) {
         let mut data = match e.data.take() {
             Some(serde_json::Value::Object(data)) => data,
             _ => serde_json::Map::new(),
@@ -433,6 +440,14 @@ mod tests {
         assert_eq!(bare.data, Some(serde_json::json!({"uri": public})));
         let other = not_found_names(ErrorData::invalid_params("bad", None), public);
         assert_eq!(other.data, None);
+        // A 2026-07-28 backend's not-found is -32602: its URI is still
+        // the backend's own, so it is replaced.
+        let newer = ErrorData::invalid_params(
+            "no such resource",
+            Some(serde_json::json!({"uri": "test://missing"})),
+        );
+        let named = not_found_names(newer, public);
+        assert_eq!(named.data, Some(serde_json::json!({"uri": public})));
     }
 
     #[test]

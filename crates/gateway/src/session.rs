@@ -340,15 +340,15 @@ impl Drop for McpSession {
     }
 }
 
-/// A host tool listing entry as an MCP tool: the description carries the
-/// operator's notes, the annotations the read-only class core-agent decided.
 /// A tool as served: its name, description (notes included) and input
 /// schema from the catalog; `readOnlyHint` is the class core-agent decided,
 /// so the client's plan mode agrees with the gate (and a read-only tool is
-/// not destructive). The rest of what the server said of it (`original`),
-/// its title, icons, `_meta` and other hints, passes on. Its `outputSchema`
-/// does not: a digested or capped result's `structuredContent` cannot match
-/// it, and clients that check results against it would refuse them.
+/// not destructive). What else the server said of it (`original`), its
+/// title, icons and other hints, passes on. Its `outputSchema` does not: a
+/// digested or capped result's `structuredContent` cannot match it, and
+/// clients that check results against it would refuse them. Nor does its
+/// `_meta`, whose URIs (an app's `ui.resourceUri`) name the server's own
+/// resources, which clients read under `core-agent://<server>/…`.
 pub(crate) fn mcp_tool_from(report: ToolReport, original: Option<&Tool>) -> Tool {
     let schema = match report.input_schema {
         serde_json::Value::Object(map) => map,
@@ -366,7 +366,6 @@ pub(crate) fn mcp_tool_from(report: ToolReport, original: Option<&Tool>) -> Tool
     if let Some(original) = original {
         tool.title = original.title.clone();
         tool.icons = original.icons.clone();
-        tool.meta = original.meta.clone();
     }
     tool
 }

@@ -278,6 +278,9 @@ pub struct Host {
     /// Resources and prompts across sessions: notices, the prompt lists,
     /// subscriptions.
     pub(crate) context: crate::context::ContextState,
+    /// How many sessions are open under each digest session id, with or
+    /// without an owner: the store hears an id ended only when none is.
+    pub(crate) open: Mutex<std::collections::HashMap<String, usize>>,
 }
 
 impl Host {
@@ -354,6 +357,7 @@ impl Host {
             pin_problem: Mutex::new(None),
             owners,
             context,
+            open: Mutex::default(),
         };
         let built = (host.catalog_key(), Arc::new(host.publish()));
         host.published = Mutex::new(built);
@@ -412,6 +416,7 @@ impl Host {
             pin_problem: Mutex::new(None),
             owners,
             context,
+            open: Mutex::default(),
         }
     }
 
@@ -513,6 +518,11 @@ impl Host {
                 None => wrap,
             }
         });
+        if digest.is_some()
+            && let Ok(mut open) = self.open.lock()
+        {
+            *open.entry(id.clone()).or_default() += 1;
+        }
         // A session id already claimed by another owner keeps its payloads
         // to itself; an id made up just now is nobody else's.
         let owner = options.owner.filter(|owner| {
@@ -548,6 +558,25 @@ impl Host {
             observer: options.observer,
             key: id,
             memory,
+        }
+    }
+
+    /// A session under digest session id `id` closed: true when it was the
+    /// last open one.
+    pub(crate) fn closed(&self, id: &str) -> bool {
+        let Ok(mut open) = self.open.lock() else {
+            return false;
+        };
+        match open.get_mut(id) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                open.remove(id);
+                true
+            }
+            None => false,
         }
     }
 

@@ -152,23 +152,21 @@ impl Owners {
     /// Says that a session holding a claim on `session` is done with it
     /// (`stored`: it stored a payload). The last one to go takes the
     /// owner with it, unless only this holds the owner of a session that
-    /// stored something. True when no session holds a claim on it any more.
-    pub(crate) fn release(&self, session: &str, stored: bool) -> bool {
+    /// stored something.
+    pub(crate) fn release(&self, session: &str, stored: bool) {
         let mut held = self.lock();
         let Some(claim) = held.by_session.get_mut(session) else {
-            return true;
+            return;
         };
         claim.holders = claim.holders.saturating_sub(1);
         claim.stored |= stored;
-        let last = claim.holders == 0;
-        if last
+        if claim.holders == 0
             && (claim.kept
                 || !claim.stored
                 || matches!(self.store.may_hold_payloads(session), Ok(false)))
         {
             held.by_session.remove(session);
         }
-        last
     }
 
     /// The owner of `session`: held here, or kept by the store (`None`

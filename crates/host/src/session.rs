@@ -210,11 +210,14 @@ impl Drop for Session {
         let Some(digest) = &self.digest else {
             return;
         };
-        let last = match (&self.owner, self.host.owners()) {
-            (Some(_), Some(owners)) => owners.release(&digest.session, digest.stored()),
-            _ => true,
-        };
-        if last && let Err(e) = digest.store.ended(&digest.session) {
+        if let (Some(_), Some(owners)) = (&self.owner, self.host.owners()) {
+            owners.release(&digest.session, digest.stored());
+        }
+        // Counted apart from owners: a session refused an owner (another
+        // holds the id) is open all the same.
+        if self.host.closed(&digest.session)
+            && let Err(e) = digest.store.ended(&digest.session)
+        {
             tracing::debug!("the store did not hear that {} ended: {e}", digest.session);
         }
     }

@@ -200,7 +200,8 @@ impl Server {
 
     /// Lists the server's tools again, in the background, when the freshness
     /// it gave its last listing (`ttlMs`) has passed; a server that gave
-    /// none is listed again only when it says its tools changed. Re-lists
+    /// none, or gave 0 while declaring `listChanged`, is listed again only
+    /// when it says its tools changed. Re-lists
     /// are paced and coalesced with those after `tools/list_changed`, and a
     /// listing that finds the same tools changes nothing. Must be called
     /// within a Tokio runtime.
@@ -208,10 +209,16 @@ impl Server {
         let Some(live) = self.live() else {
             return;
         };
-        if !live.tools.stale() {
+        let conn = live.connection();
+        let notifies = conn
+            .capabilities
+            .tools
+            .as_ref()
+            .and_then(|t| t.list_changed)
+            == Some(true);
+        if !live.tools.stale(notifies) {
             return;
         }
-        let conn = live.connection();
         if conn
             .handler
             .relisting

@@ -193,8 +193,9 @@ impl Servers {
     }
 
     /// How many times the servers' tools have changed (a start ended, a
-    /// tool list kept that differs from the one before, or a shutdown).
-    /// Equal versions mean equal tools.
+    /// tool list kept that differs from the one before or after the server
+    /// said its tools changed, or a shutdown). Equal versions mean equal
+    /// tools.
     pub fn tools_version(&self) -> u64 {
         *self.changed.borrow()
     }

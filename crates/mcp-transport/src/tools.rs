@@ -81,9 +81,9 @@ struct Listing {
     tools: Vec<Tool>,
     /// The list was cut at `max_pages`.
     truncated: bool,
-    /// Until when the server said the list stays fresh (`ttlMs`); `None`:
-    /// until it says it changed.
-    fresh_until: Option<Instant>,
+    /// How long the server said the list stays fresh (`ttlMs`), and until
+    /// when; `None`: until it says it changed.
+    fresh: Option<(Duration, Instant)>,
     /// A listing was kept (the first one is a change even when empty).
     kept: bool,
 }
@@ -162,7 +162,7 @@ impl ToolState {
                 since,
                 tools,
                 truncated,
-                fresh_until: fresh_for.and_then(|ttl| began.checked_add(ttl)),
+                fresh: fresh_for.and_then(|ttl| Some((ttl, began.checked_add(ttl)?))),
                 kept: true,
             };
             drop(current);
@@ -173,13 +173,16 @@ impl ToolState {
     }
 
     /// Whether the kept listing is past the freshness its server gave it
-    /// (`ttlMs`), so it is to be listed again.
-    pub(crate) fn stale(&self) -> bool {
+    /// (`ttlMs`), so it is to be listed again. A server that `notifies` of
+    /// changes (it declared `listChanged`) and gave no freshness at all
+    /// (`ttlMs: 0`, which SDKs send when the server set none) is listed
+    /// again when it says so, not on every look.
+    pub(crate) fn stale(&self, notifies: bool) -> bool {
         self.current
             .read()
             .ok()
-            .and_then(|c| c.fresh_until)
-            .is_some_and(|until| Instant::now() >= until)
+            .and_then(|c| c.fresh)
+            .is_some_and(|(ttl, until)| !(notifies && ttl.is_zero()) && Instant::now() >= until)
     }
 
     /// The tools of the newest listing.
@@ -324,13 +327,23 @@ mod tests {
         let s = state();
         s.store(0, (vec![], false, None));
         assert!(
-            !s.stale(),
+            !s.stale(false),
             "no ttlMs: fresh until the server says it changed"
         );
         s.store(0, (vec![], false, Some(Duration::from_secs(3600))));
-        assert!(!s.stale());
+        assert!(!s.stale(false));
         s.store(0, (vec![], false, Some(Duration::ZERO)));
-        assert!(s.stale(), "ttlMs 0: stale at once");
+        assert!(s.stale(false), "ttlMs 0: stale at once");
+        assert!(
+            !s.stale(true),
+            "ttlMs 0 from a server that tells of changes"
+        );
+        s.store(0, (vec![], false, Some(Duration::from_millis(1))));
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(
+            s.stale(true),
+            "a freshness it gave holds, whether it tells or not"
+        );
     }
 
     #[test]

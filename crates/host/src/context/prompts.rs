@@ -39,7 +39,8 @@ impl Host {
     }
 
     /// The prompts of every server offering them to `level`, named. Each
-    /// server's list is kept until it says it changed.
+    /// server's list is kept until it says it changed or the freshness it
+    /// gave (`ttlMs`) passed.
     async fn published_prompts(&self, level: TrustLevel) -> Vec<Published<'_>> {
         let servers = self.offering(level, Offered::Prompts);
         let lists = futures::future::join_all(servers.iter().map(|s| self.prompts_of(s))).await;
@@ -86,25 +87,46 @@ impl Host {
             .lock()
             .ok()
             .and_then(|cache| cache.get(server.name()).cloned());
-        if let Some((prompts, until)) = cached
+        if let Some((prompts, until)) = &cached
             && until.is_none_or(|until| std::time::Instant::now() < until)
         {
-            return prompts;
+            return prompts.clone();
         }
         let began = std::time::Instant::now();
         match server.list_prompts().await {
             Ok(listing) => {
                 let prompts = Arc::new(listing.items);
-                let until = listing.fresh_for.and_then(|ttl| began.checked_add(ttl));
+                // A server that tells of changes and gave no freshness
+                // (`ttlMs: 0`, what SDKs send when it set none) is listed
+                // again when it says so.
+                let notifies = server
+                    .capabilities()
+                    .and_then(|c| c.prompts)
+                    .and_then(|p| p.list_changed)
+                    == Some(true);
+                let until = listing
+                    .fresh_for
+                    .filter(|ttl| !(notifies && ttl.is_zero()))
+                    .and_then(|ttl| began.checked_add(ttl));
                 if let Ok(mut cache) = self.context.prompts.lock() {
                     cache.insert(server.name().to_owned(), (prompts.clone(), until));
                 }
                 prompts
             }
-            Err(e) => {
-                tracing::warn!("prompts of `{}` left out: {e}", server.name());
-                Arc::default()
-            }
+            // A listing gone stale still beats none while the server cannot list.
+            Err(e) => match cached {
+                Some((prompts, _)) => {
+                    tracing::info!(
+                        "prompts of `{}` not listed again, the last listing kept: {e}",
+                        server.name()
+                    );
+                    prompts
+                }
+                None => {
+                    tracing::warn!("prompts of `{}` left out: {e}", server.name());
+                    Arc::default()
+                }
+            },
         }
     }
 

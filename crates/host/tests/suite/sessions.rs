@@ -398,18 +398,22 @@ async fn the_store_hears_a_session_ended_when_its_last_session_goes() {
     let store = std::sync::Arc::new(HearsEnds::default());
     let options = HostOptions::default().with_digest(Some(DigestOptions::new(store.clone())));
     let host = start(vec![demo("demo")], options).await;
-    let owned = || {
+    let owned = |owner: &str| {
         approving()
-            .with_owner(Some("bot".to_owned()))
+            .with_owner(Some(owner.to_owned()))
             .with_id(Some("session-shared".to_owned()))
     };
-    let first = host.host.session(owned());
-    let second = host.host.session(owned());
+    let first = host.host.session(owned("bot"));
+    let second = host.host.session(owned("bot"));
     first
         .call("demo_list_inventory", JsonObject::new())
         .await
         .unwrap();
     drop(first);
+    // Another owner's session under the id gets no owner, and going away
+    // does not end the id while the bot's session is open.
+    let intruder = host.host.session(owned("intruder"));
+    drop(intruder);
     assert!(
         store.ended.lock().unwrap().is_empty(),
         "another session still holds the id"
