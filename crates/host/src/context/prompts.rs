@@ -14,6 +14,15 @@ use core_agent_mcp_transport::model::{
 use super::Offered;
 use crate::{Error, Host, Result, Session};
 
+/// How fresh a server's prompt list must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fresh {
+    /// Within the freshness the server gave it (`ttlMs`): a listing.
+    Now,
+    /// Any listing kept (asked for now only when none is): routing a name.
+    Kept,
+}
+
 /// One prompt as a caller sees it.
 struct Published<'a> {
     /// Its public name.
@@ -27,7 +36,7 @@ impl Host {
     /// (title, description and arguments as the server wrote them). A
     /// server that fails to list is left out.
     pub async fn prompts(&self, level: TrustLevel) -> Vec<Prompt> {
-        self.published_prompts(level)
+        self.published_prompts(level, Fresh::Now)
             .await
             .into_iter()
             .map(|p| {
@@ -40,10 +49,11 @@ impl Host {
 
     /// The prompts of every server offering them to `level`, named. Each
     /// server's list is kept until it says it changed or the freshness it
-    /// gave (`ttlMs`) passed.
-    async fn published_prompts(&self, level: TrustLevel) -> Vec<Published<'_>> {
+    /// gave (`ttlMs`) passed (with [`Fresh::Kept`], kept past it).
+    async fn published_prompts(&self, level: TrustLevel, fresh: Fresh) -> Vec<Published<'_>> {
         let servers = self.offering(level, Offered::Prompts);
-        let lists = futures::future::join_all(servers.iter().map(|s| self.prompts_of(s))).await;
+        let lists =
+            futures::future::join_all(servers.iter().map(|s| self.prompts_of(s, fresh))).await;
         let listed: Vec<(&Server, Prompt)> = servers
             .iter()
             .zip(lists)
@@ -79,8 +89,9 @@ impl Host {
 
     /// The prompts `server` lists, from the cache while fresh or asked for
     /// now (a server that fails to list has none). A listing stays until
-    /// the server says its prompts changed, or as long as its `ttlMs` says.
-    async fn prompts_of(&self, server: &Server) -> Arc<Vec<Prompt>> {
+    /// the server says its prompts changed, or as long as its `ttlMs` says;
+    /// with [`Fresh::Kept`], any listing kept will do.
+    async fn prompts_of(&self, server: &Server, fresh: Fresh) -> Arc<Vec<Prompt>> {
         let cached = self
             .context
             .prompts
@@ -88,7 +99,7 @@ impl Host {
             .ok()
             .and_then(|cache| cache.get(server.name()).cloned());
         if let Some((prompts, until)) = &cached
-            && until.is_none_or(|until| std::time::Instant::now() < until)
+            && (fresh == Fresh::Kept || until.is_none_or(|until| std::time::Instant::now() < until))
         {
             return prompts.clone();
         }
@@ -137,7 +148,15 @@ impl Host {
         level: TrustLevel,
         name: &str,
     ) -> Result<(&Server, String)> {
-        let published = self.published_prompts(level).await;
+        // A name the kept listings have is routed by them (the client read
+        // it from a listing; the server says if the prompt is gone): a
+        // `prompts/get` costs no listing. One they lack is looked up in
+        // listings made now.
+        let kept = self.published_prompts(level, Fresh::Kept).await;
+        if let Some(p) = kept.iter().find(|p| p.name == name) {
+            return Ok((p.server, p.prompt.name.clone()));
+        }
+        let published = self.published_prompts(level, Fresh::Now).await;
         if let Some(p) = published.iter().find(|p| p.name == name) {
             return Ok((p.server, p.prompt.name.clone()));
         }
@@ -211,7 +230,7 @@ impl Session {
         let host = &self.host;
         let (server, own) = host.prompt_route(self.level, name).await?;
         let prompt = host
-            .prompts_of(server)
+            .prompts_of(server, Fresh::Kept)
             .await
             .iter()
             .find(|p| p.name == own)
