@@ -214,12 +214,12 @@ impl McpSession {
         }
         let Some(state) = state else {
             // Answers given up front go to the backend as they are.
-            return Ok(unsolicited(responses.as_ref())
+            return Ok(for_backend(responses.as_ref())
                 .map(|answers| core_agent_mcp_transport::Resume::new(Some(answers), None)));
         };
         match key.open(what, state) {
             Some(relayed) => Ok(Some(core_agent_mcp_transport::Resume::new(
-                responses.clone(),
+                for_backend(responses.as_ref()),
                 relayed.backend,
             ))),
             None => Err(ErrorData::invalid_params(
@@ -507,9 +507,10 @@ async fn gate_sampling(
     Err(ErrorData::invalid_request(why, None))
 }
 
-/// A client's answers sent with no state of ours, less the gate's own
-/// approval: what its backend may read (`None` when nothing is left).
-fn unsolicited(
+/// A client's answers less the gate's own approval: what its backend may
+/// read (`None` when nothing is left), on a retry of the backend's round
+/// or sent up front with no state of ours.
+fn for_backend(
     responses: Option<&rmcp::model::InputResponses>,
 ) -> Option<rmcp::model::InputResponses> {
     let mut answers = responses?.clone();
@@ -873,13 +874,13 @@ impl ServerHandler for McpSession {
         let relaying = sessionless(&cx) && self.gateway.inner.relay_key.is_some();
         let resume = match relayed {
             Some(r) => Some(core_agent_mcp_transport::Resume::new(
-                request.input_responses.clone(),
+                for_backend(request.input_responses.as_ref()),
                 r.backend,
             )),
             // Answers given without a round of ours (a backend that asks
             // with no state lets a client answer up front): the backend
             // reads them; the gate's own answer is not for it.
-            None if relaying => unsolicited(request.input_responses.as_ref())
+            None if relaying => for_backend(request.input_responses.as_ref())
                 .map(|answers| core_agent_mcp_transport::Resume::new(Some(answers), None)),
             None => None,
         };
@@ -1084,12 +1085,12 @@ mod tests {
             ("user_name".to_owned(), answer.clone()),
         ]
         .into();
-        let passed = unsolicited(Some(&both));
+        let passed = for_backend(Some(&both));
         assert_eq!(passed, Some([("user_name".to_owned(), answer)].into()));
         let ours: rmcp::model::InputResponses =
             [(crate::prompt::APPROVAL_KEY.to_owned(), approval)].into();
-        assert_eq!(unsolicited(Some(&ours)), None);
-        assert_eq!(unsolicited(None), None);
+        assert_eq!(for_backend(Some(&ours)), None);
+        assert_eq!(for_backend(None), None);
     }
 
     #[test]

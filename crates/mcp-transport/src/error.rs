@@ -160,6 +160,7 @@ pub enum Error {
     /// prompt, a missing argument, a resource it does not have): its code
     /// and message, to pass on as they are.
     #[error("`{what}` on server `{server}` was refused: {message}")]
+    #[non_exhaustive]
     Refused {
         /// The server.
         server: String,

@@ -32,13 +32,14 @@ impl Resume {
 /// `input_required` ends with [`crate::Error::InputRequired`] (the server's
 /// requests, for the caller to put to its own client) instead of being
 /// answered by the elicitor, sampler and roots. `resume`, when set, is sent
-/// with the first call it makes: the retry of a round a server asked in.
+/// with the requests made within `calls` (a gateway's relayed call makes
+/// one): the retry of a round a server asked in.
 pub async fn relaying<F: Future>(resume: Option<Resume>, calls: F) -> F::Output {
     RELAY.scope(resume, calls).await
 }
 
 /// `None` when calls answer `input_required` themselves; else
-/// `Some(resume)`, the retry's answers to send (taken once).
+/// `Some(resume)`, the retry's answers to send (a clone for each request).
 pub(crate) fn relayed() -> Option<Option<Resume>> {
     RELAY.try_with(Clone::clone).ok()
 }
