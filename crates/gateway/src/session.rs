@@ -556,15 +556,12 @@ impl ServerHandler for McpSession {
     /// A backend tool's definition, for rmcp's check of a 2026-07-28
     /// request's `Mcp-Param-*` headers against the parameters its schema
     /// marks `x-mcp-header` (the call itself is gated as always).
+    /// Only the input schema matters here, so the server's own listing is
+    /// not copied for each call.
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        let host = &self.gateway.inner.host;
-        let catalog = host.catalog();
+        let catalog = self.gateway.inner.host.catalog();
         let entry = catalog.get(name)?;
-        let original = host
-            .servers()
-            .find(|s| s.name() == entry.server)
-            .and_then(|s| s.tools().into_iter().find(|t| t.name == entry.tool));
-        Some(mcp_tool_from(ToolReport::from(entry), original.as_ref()))
+        Some(mcp_tool_from(ToolReport::from(entry), None))
     }
 
     async fn initialize(

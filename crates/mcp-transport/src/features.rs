@@ -83,7 +83,9 @@ pub struct Listing<T> {
     /// The listing stopped at `max_pages` while the server had more.
     pub truncated: bool,
     /// How long the server said the list stays fresh (`ttlMs`, the
-    /// shortest of its pages'); `None` when a page said nothing.
+    /// shortest of its pages'); `None` when a page said nothing, or said 0
+    /// while the server declared it tells when the list changes (what SDKs
+    /// send when the server set none): fresh until it says so.
     pub fresh_for: Option<std::time::Duration>,
 }
 
@@ -186,6 +188,16 @@ impl Offer {
             Offer::Completions => "completions",
             Offer::Logging => "logging",
         }
+    }
+
+    /// Whether the server declared it tells when this list changes.
+    fn notifies(self, capabilities: &ServerCapabilities) -> bool {
+        let declared = match self {
+            Offer::Resources => capabilities.resources.as_ref().and_then(|r| r.list_changed),
+            Offer::Prompts => capabilities.prompts.as_ref().and_then(|p| p.list_changed),
+            _ => None,
+        };
+        declared == Some(true)
     }
 
     #[allow(deprecated)] // `logging`: MCP logging (SEP-2577)
@@ -436,27 +448,24 @@ impl Server {
             let mut items = Vec::new();
             let mut cursor = None;
             let mut fresh = None;
+            let mut truncated = true;
             for _ in 0..max_pages {
                 let params = PaginatedRequestParams::default().with_cursor(cursor);
                 let (more, next, ttl_ms) =
                     page(peer.clone(), params).await.map_err(Failure::Service)?;
                 fresh = Some(crate::tools::shortest(fresh, ttl_ms));
                 items.extend(more);
-                match next {
-                    Some(next) => cursor = Some(next),
-                    None => {
-                        return Ok(Listing {
-                            items,
-                            truncated: false,
-                            fresh_for: fresh.flatten(),
-                        });
-                    }
+                cursor = next;
+                if cursor.is_none() {
+                    truncated = false;
+                    break;
                 }
             }
+            let notifies = offer.notifies(&conn.capabilities);
             Ok(Listing {
                 items,
-                truncated: true,
-                fresh_for: fresh.flatten(),
+                truncated,
+                fresh_for: crate::tools::freshness(fresh.flatten(), notifies),
             })
         })
         .await

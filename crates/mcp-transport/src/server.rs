@@ -209,16 +209,10 @@ impl Server {
         let Some(live) = self.live() else {
             return;
         };
-        let conn = live.connection();
-        let notifies = conn
-            .capabilities
-            .tools
-            .as_ref()
-            .and_then(|t| t.list_changed)
-            == Some(true);
-        if !live.tools.stale(notifies) {
+        if !live.tools.stale() {
             return;
         }
+        let conn = live.connection();
         if conn
             .handler
             .relisting

@@ -31,10 +31,27 @@ pub(crate) async fn list_tools(
         tools.extend(page.tools);
         match page.next_cursor {
             Some(next) => cursor = Some(next),
-            None => return Ok((tools, false, fresh.flatten())),
+            None => return Ok((tools, false, freshness(fresh.flatten(), notifies(peer)))),
         }
     }
-    Ok((tools, true, fresh.flatten()))
+    Ok((tools, true, freshness(fresh.flatten(), notifies(peer))))
+}
+
+/// Whether the server declared it tells when its tools change.
+fn notifies(peer: &rmcp::Peer<RoleClient>) -> bool {
+    peer.peer_info().and_then(|info| {
+        info.capabilities
+            .tools
+            .as_ref()
+            .and_then(|t| t.list_changed)
+    }) == Some(true)
+}
+
+/// How long a list stays fresh: the `ttlMs` its server gave, except that 0
+/// from a server that `notifies` of changes (it declared `listChanged`),
+/// which SDKs send when the server set none, means until it says so.
+pub(crate) fn freshness(ttl: Option<Duration>, notifies: bool) -> Option<Duration> {
+    ttl.filter(|ttl| !(notifies && ttl.is_zero()))
 }
 
 /// The freshness of pages so far (`None` before the first) with one more
@@ -81,9 +98,9 @@ struct Listing {
     tools: Vec<Tool>,
     /// The list was cut at `max_pages`.
     truncated: bool,
-    /// How long the server said the list stays fresh (`ttlMs`), and until
-    /// when; `None`: until it says it changed.
-    fresh: Option<(Duration, Instant)>,
+    /// Until when the server said the list stays fresh (`ttlMs`); `None`:
+    /// until it says it changed.
+    fresh_until: Option<Instant>,
     /// A listing was kept (the first one is a change even when empty).
     kept: bool,
 }
@@ -162,7 +179,7 @@ impl ToolState {
                 since,
                 tools,
                 truncated,
-                fresh: fresh_for.and_then(|ttl| Some((ttl, began.checked_add(ttl)?))),
+                fresh_until: fresh_for.and_then(|ttl| began.checked_add(ttl)),
                 kept: true,
             };
             drop(current);
@@ -173,16 +190,13 @@ impl ToolState {
     }
 
     /// Whether the kept listing is past the freshness its server gave it
-    /// (`ttlMs`), so it is to be listed again. A server that `notifies` of
-    /// changes (it declared `listChanged`) and gave no freshness at all
-    /// (`ttlMs: 0`, which SDKs send when the server set none) is listed
-    /// again when it says so, not on every look.
-    pub(crate) fn stale(&self, notifies: bool) -> bool {
+    /// ([`freshness`]), so it is to be listed again.
+    pub(crate) fn stale(&self) -> bool {
         self.current
             .read()
             .ok()
-            .and_then(|c| c.fresh)
-            .is_some_and(|(ttl, until)| !(notifies && ttl.is_zero()) && Instant::now() >= until)
+            .and_then(|c| c.fresh_until)
+            .is_some_and(|until| Instant::now() >= until)
     }
 
     /// The tools of the newest listing.
@@ -327,23 +341,23 @@ mod tests {
         let s = state();
         s.store(0, (vec![], false, None));
         assert!(
-            !s.stale(false),
+            !s.stale(),
             "no ttlMs: fresh until the server says it changed"
         );
         s.store(0, (vec![], false, Some(Duration::from_secs(3600))));
-        assert!(!s.stale(false));
+        assert!(!s.stale());
         s.store(0, (vec![], false, Some(Duration::ZERO)));
-        assert!(s.stale(false), "ttlMs 0: stale at once");
-        assert!(
-            !s.stale(true),
-            "ttlMs 0 from a server that tells of changes"
-        );
-        s.store(0, (vec![], false, Some(Duration::from_millis(1))));
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(
-            s.stale(true),
-            "a freshness it gave holds, whether it tells or not"
-        );
+        assert!(s.stale(), "ttlMs 0: stale at once");
+    }
+
+    #[test]
+    fn a_zero_ttl_from_a_server_that_tells_of_changes_waits_for_its_word() {
+        let zero = Some(Duration::ZERO);
+        assert_eq!(freshness(zero, false), zero);
+        assert_eq!(freshness(zero, true), None);
+        let given = Some(Duration::from_millis(5));
+        assert_eq!(freshness(given, true), given, "a freshness it gave holds");
+        assert_eq!(freshness(None, false), None);
     }
 
     #[test]

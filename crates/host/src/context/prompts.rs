@@ -107,18 +107,7 @@ impl Host {
         match server.list_prompts().await {
             Ok(listing) => {
                 let prompts = Arc::new(listing.items);
-                // A server that tells of changes and gave no freshness
-                // (`ttlMs: 0`, what SDKs send when it set none) is listed
-                // again when it says so.
-                let notifies = server
-                    .capabilities()
-                    .and_then(|c| c.prompts)
-                    .and_then(|p| p.list_changed)
-                    == Some(true);
-                let until = listing
-                    .fresh_for
-                    .filter(|ttl| !(notifies && ttl.is_zero()))
-                    .and_then(|ttl| began.checked_add(ttl));
+                let until = listing.fresh_for.and_then(|ttl| began.checked_add(ttl));
                 if let Ok(mut cache) = self.context.prompts.lock() {
                     cache.insert(server.name().to_owned(), (prompts.clone(), until));
                 }
