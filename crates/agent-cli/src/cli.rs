@@ -235,6 +235,10 @@ pub(crate) struct ServeCommand {
     /// Also accept this name in the Host header (repeatable; loopback names always are).
     #[arg(long = "allow-host", value_name = "NAME", requires = "http")]
     pub(crate) allow_host: Vec<String>,
+    /// Also accept this Origin header, scheme://host or scheme://host:port (repeatable;
+    /// requests without one pass; loopback origins are accepted when bound to loopback).
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http", value_parser = origin)]
+    pub(crate) allow_origin: Vec<String>,
     /// Open MCP sessions at most, over every token (default 512, or
     /// gateway.max_sessions); past it, the session idle the longest is closed.
     #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u32).range(1..))]
@@ -410,4 +414,22 @@ pub(crate) enum DialectArg {
     Core,
     #[value(name = "mcpServers")]
     McpServers,
+}
+
+/// `--allow-origin`: `scheme://host` or `scheme://host:port`, as a browser
+/// sends it (no path).
+fn origin(text: &str) -> Result<String, String> {
+    match text.split_once("://") {
+        Some((scheme, rest))
+            if !scheme.is_empty()
+                && !rest.is_empty()
+                && !rest.contains(['/', '?', '#', '@', ' ']) =>
+        {
+            Ok(text.to_owned())
+        }
+        _ => Err(
+            "expected scheme://host or scheme://host:port, such as https://app.example.com"
+                .to_owned(),
+        ),
+    }
 }

@@ -37,6 +37,9 @@ pub struct GatewayConfig {
     /// (`${NAME}` placeholders unexpanded, so a password can stay in the
     /// environment); the project file's wins.
     pub store: Option<String>,
+    /// `gateway.allowed_origins`: `Origin` headers accepted beside the
+    /// loopback ones; the project file's list wins.
+    pub allowed_origins: Option<Vec<String>>,
 }
 
 /// How many MCP sessions the HTTP gateway holds, and for how long an idle
@@ -52,6 +55,14 @@ pub struct GatewayLimits {
     pub max_sessions_per_token: Option<usize>,
     /// `gateway.session_idle_timeout_secs`: seconds an idle session lives.
     pub session_idle_timeout_secs: Option<u64>,
+    /// `gateway.header_timeout_secs`: seconds a request head may take.
+    pub header_timeout_secs: Option<u64>,
+    /// `gateway.body_timeout_secs`: seconds a request body may take.
+    pub body_timeout_secs: Option<u64>,
+    /// `gateway.max_connections`: open connections.
+    pub max_connections: Option<usize>,
+    /// `gateway.max_connections_per_address`: open connections from one address.
+    pub max_connections_per_address: Option<usize>,
 }
 
 impl GatewayLimits {
@@ -179,8 +190,17 @@ impl Cx<'_> {
                 "session_idle_timeout_secs",
                 "audit",
                 "store",
+                "allowed_origins",
+                "header_timeout_secs",
+                "body_timeout_secs",
+                "max_connections",
+                "max_connections_per_address",
             ],
         );
+        if gateway.contains_key("allowed_origins") {
+            let origins = self.origins(gateway, base);
+            config.allowed_origins = config.allowed_origins.take().or(Some(origins));
+        }
         if let Some(store) = gateway.get("store").and_then(|v| self.store(v)) {
             config.store = config.store.take().or(Some(store));
         }
@@ -210,6 +230,18 @@ impl Cx<'_> {
             .max_sessions_per_token
             .or(per_token.and_then(|n| usize::try_from(n).ok()));
         limits.session_idle_timeout_secs = limits.session_idle_timeout_secs.or(idle);
+        let header = self.positive(gateway, "header_timeout_secs", base);
+        let body = self.positive(gateway, "body_timeout_secs", base);
+        let connections = self.positive(gateway, "max_connections", base);
+        let per_address = self.positive(gateway, "max_connections_per_address", base);
+        limits.header_timeout_secs = limits.header_timeout_secs.or(header);
+        limits.body_timeout_secs = limits.body_timeout_secs.or(body);
+        limits.max_connections = limits
+            .max_connections
+            .or(connections.and_then(|n| usize::try_from(n).ok()));
+        limits.max_connections_per_address = limits
+            .max_connections_per_address
+            .or(per_address.and_then(|n| usize::try_from(n).ok()));
     }
 
     fn problem(&mut self, pointer: &str, message: &str, fix: &str) {
@@ -577,6 +609,27 @@ impl Cx<'_> {
                     &format!("{base}/{key}"),
                     "expected a list of scope names (no spaces)",
                     &format!("write \"{key}\": [\"mcp:tools\"]"),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// `gateway.allowed_origins`: a list of `scheme://host[:port]`.
+    fn origins(&mut self, gateway: &Map<String, Value>, base: &str) -> Vec<String> {
+        let v = gateway.get("allowed_origins").unwrap_or(&Value::Null);
+        let listed = v.as_array().map(|a| {
+            a.iter()
+                .map(|o| o.as_str().filter(|o| crate::front::valid_origin(o)))
+                .collect::<Option<Vec<_>>>()
+        });
+        match listed {
+            Some(Some(origins)) => origins.into_iter().map(str::to_owned).collect(),
+            _ => {
+                self.problem(
+                    &format!("{base}/allowed_origins"),
+                    "expected a list of origins, each scheme://host or scheme://host:port (no path)",
+                    "write \"allowed_origins\": [\"https://app.example.com\"]",
                 );
                 Vec::new()
             }

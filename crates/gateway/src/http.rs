@@ -12,7 +12,6 @@ use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use core_agent_host::UsageReport;
 use core_agent_mcp_config::TrustLevel;
@@ -72,14 +71,31 @@ pub struct HttpOptions {
     /// that token's session idle the longest (503 when every one is busy).
     pub max_sessions_per_token: usize,
     /// Failed bearer checks one address may make within
-    /// [`HttpOptions::auth_failure_window`]; past that, its failures are
-    /// answered 429 with `Retry-After` until the window ends. Requests with
-    /// a valid token are never held back. The address is the peer's, as
+    /// [`HttpOptions::auth_failure_window`] (a sliding window, at most
+    /// 1000); at that, every request from it is answered 429 with
+    /// `Retry-After`, its token unchecked, until its oldest failure has left
+    /// the window. Other addresses are not held back. The address is the peer's, as
     /// [`Gateway::serve_http`] passes it (`ConnectInfo<SocketAddr>`); a
     /// router from [`Gateway::http_router`] served without it is not throttled.
     pub auth_failures_allowed: u32,
     /// The window of [`HttpOptions::auth_failures_allowed`].
     pub auth_failure_window: Duration,
+    /// `Origin` headers accepted (403 for any other; a request without one,
+    /// from a client that is not a browser, passes): `scheme://host[:port]`,
+    /// an entry without a port matching any. By default the loopback names
+    /// (a page served from the machine itself).
+    pub allowed_origins: Vec<String>,
+    /// A request head must arrive whole within this, counted from when the
+    /// connection opens or its last answer was sent (so it is also how
+    /// long an idle kept-alive connection is held): 10 s.
+    pub header_timeout: Duration,
+    /// A `POST /mcp` body must arrive whole within this (else 408): 30 s.
+    pub body_timeout: Duration,
+    /// Open connections, at most; one past it is answered 503 and closed.
+    pub max_connections: usize,
+    /// Open connections from one address, at most; one past it is
+    /// answered 503 and closed.
+    pub max_connections_per_address: usize,
 }
 
 impl HttpOptions {
@@ -89,10 +105,19 @@ impl HttpOptions {
     pub const MAX_SESSIONS: usize = 512;
     /// Open sessions of one token, by default.
     pub const MAX_SESSIONS_PER_TOKEN: usize = 128;
+    /// A request head's deadline, by default.
+    pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    /// A request body's deadline, by default.
+    pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+    /// Open connections, by default.
+    pub const MAX_CONNECTIONS: usize = 512;
+    /// Open connections from one address, by default.
+    pub const MAX_CONNECTIONS_PER_ADDRESS: usize = 128;
 
-    /// Loopback hosts only, 4 MiB bodies, sessions closed after 30 idle
-    /// minutes, at most 512 open sessions (128 per token), and 20 failed
-    /// bearer checks per address per minute.
+    /// Loopback hosts and origins only, 4 MiB bodies, sessions closed after
+    /// 30 idle minutes, at most 512 open sessions (128 per token), 20 failed
+    /// bearer checks per address per minute, request heads within 10 s and
+    /// bodies within 30 s, at most 512 open connections (128 per address).
     pub fn new(auth: Auth) -> HttpOptions {
         HttpOptions {
             auth,
@@ -106,7 +131,18 @@ impl HttpOptions {
             max_sessions_per_token: HttpOptions::MAX_SESSIONS_PER_TOKEN,
             auth_failures_allowed: 20,
             auth_failure_window: Duration::from_secs(60),
+            allowed_origins: crate::front::loopback_origins(),
+            header_timeout: HttpOptions::HEADER_TIMEOUT,
+            body_timeout: HttpOptions::BODY_TIMEOUT,
+            max_connections: HttpOptions::MAX_CONNECTIONS,
+            max_connections_per_address: HttpOptions::MAX_CONNECTIONS_PER_ADDRESS,
         }
+    }
+
+    /// `Origin` headers accepted, in place of the loopback origins.
+    pub fn with_allowed_origins(mut self, origins: Vec<String>) -> HttpOptions {
+        self.allowed_origins = origins;
+        self
     }
 
     /// Callers signed in with an identity provider, beside the static tokens.
@@ -190,6 +226,19 @@ impl HttpOptions {
         if let Some(secs) = limits.session_idle_timeout_secs {
             self.session_idle = Duration::from_secs(secs);
         }
+        if let Some(secs) = limits.header_timeout_secs {
+            self.header_timeout = Duration::from_secs(secs);
+        }
+        if let Some(secs) = limits.body_timeout_secs {
+            self.body_timeout = Duration::from_secs(secs);
+        }
+        if let Some(total) = limits.max_connections {
+            self.max_connections = total;
+            self.max_connections_per_address = self.max_connections_per_address.min(total);
+        }
+        if let Some(per_address) = limits.max_connections_per_address {
+            self.max_connections_per_address = per_address.min(self.max_connections);
+        }
         Ok(self)
     }
 }
@@ -218,6 +267,8 @@ struct HttpState {
     /// The MCP sessions, their caps, and the token that opened each.
     sessions: Arc<BoundedSessions>,
     throttle: Throttle,
+    /// The request ids in flight on each session.
+    in_flight: Arc<crate::front::InFlight>,
     /// The sessions the replicas share, with a fleet.
     fleet: Option<Arc<crate::fleet::Sessions>>,
 }
@@ -262,6 +313,7 @@ impl Gateway {
         let state = Arc::new(HttpState {
             gateway: self.clone(),
             throttle: Throttle::new(options.auth_failures_allowed, options.auth_failure_window),
+            in_flight: Arc::default(),
             options,
             sessions,
             fleet,
@@ -298,21 +350,12 @@ impl Gateway {
         drain: Duration,
     ) -> std::io::Result<()> {
         let stop = CancellationToken::new();
-        let router = self.http_router(options, stop.clone());
+        let router = self.http_router(options.clone(), stop.clone());
         let gateway = self.clone();
         let closing = stop.clone();
         let done = CancellationToken::new();
         let finished = done.clone();
-        // Answers go out as several small writes (headers, then SSE events):
-        // with Nagle's algorithm on, each waits for the client's delayed ACK,
-        // some 40 ms per call on a kept-alive connection.
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        let app = router.into_make_service_with_connect_info::<SocketAddr>();
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+        let serve = crate::front::serve(listener, router, &options, async move {
             shutdown.await;
             // Stop accepting now; close the sessions once their calls ended.
             tokio::spawn(async move {
@@ -333,7 +376,8 @@ impl Gateway {
 }
 
 /// Refuses a `Host` that is not allowed (a DNS-rebinding page in a browser
-/// would send its own name), with 403.
+/// would send its own name), and an `Origin` that is not (a page elsewhere
+/// that a browser lets post to loopback), with 403.
 async fn hosts(State(state): State<Arc<HttpState>>, request: Request, next: Next) -> Response {
     let host = request
         .headers()
@@ -347,6 +391,17 @@ async fn hosts(State(state): State<Arc<HttpState>>, request: Request, next: Next
                 "Host `{host}` is not allowed (only loopback names are, unless the gateway's allowed hosts name it)"
             ),
         );
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or_default();
+        if !crate::front::origin_allowed(origin, &state.options.allowed_origins) {
+            let shown: String = origin.chars().take(200).collect();
+            let message = format!(
+                "Origin `{shown}` is not allowed (only loopback origins are, unless the gateway's allowed origins name it)"
+            );
+            let body = json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": message}});
+            return (StatusCode::FORBIDDEN, Json(body)).into_response();
+        }
     }
     next.run(request).await
 }
@@ -367,12 +422,17 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
     })
 }
 
-/// Checks the bearer token (401 without a valid one; 429 once an address
-/// failed too often): a static token, else one the identity provider
-/// issued (`gateway.oauth`: 403 when its claims are not enough, 503 when the
-/// provider cannot be reached); then the session's owner (403 when another
-/// caller opened it); a new session past the caps that cannot make room gets 503.
+/// Checks the bearer token (401 without a valid one; 429, with no token
+/// checked, from an address that failed too often): a static token, else
+/// one the identity provider issued (`gateway.oauth`: 403 when its claims
+/// are not enough, 503 when the provider cannot be reached); then the
+/// session's owner (403 when another caller opened it); a new session past
+/// the caps that cannot make room gets 503; a `POST /mcp` body is screened
+/// before rmcp reads it.
 async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: Next) -> Response {
+    if let Some(throttled) = throttled(&state, &request) {
+        return throttled;
+    }
     let header = request.headers().get(header::AUTHORIZATION);
     // A header that is not visible ASCII is a malformed token, not none.
     let authorization = header.map(|v| v.to_str().unwrap_or_default());
@@ -384,9 +444,7 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             Err(rejection) => return refuse(&state, &request, oauth, &rejection),
         },
         (None, None) => {
-            if let Some(throttled) = throttled(&state, &request) {
-                return throttled;
-            }
+            failed_sign_in(&state, &request);
             audit_refusal(
                 &state,
                 peer(&request),
@@ -401,9 +459,14 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
                 StatusCode::UNAUTHORIZED,
                 "a bearer token is required: send `Authorization: Bearer <token>` (the token the gateway was started with: CORE_AGENT_GATEWAY_TOKEN, the one generated and shown at start, or one of config.json's gateway.tokens)",
             );
+            // RFC 6750: a token was presented and refused.
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"core-agent\""),
+                HeaderValue::from_static(if authorization.is_some() {
+                    "Bearer realm=\"core-agent\", error=\"invalid_token\""
+                } else {
+                    "Bearer realm=\"core-agent\""
+                }),
             );
             return response;
         }
@@ -459,6 +522,24 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         fleet.touch(id, || registry.get(id).map_or(0, |s| s.calls));
     }
     request.extensions_mut().insert(caller.clone());
+    let deleting = request.method() == http::Method::DELETE;
+    let mut held = None;
+    if posting && request.uri().path().starts_with("/mcp") {
+        match crate::front::screen(
+            request,
+            &state.options,
+            session.as_deref(),
+            &state.in_flight,
+        )
+        .await
+        {
+            Ok((screened, id)) => {
+                request = screened;
+                held = id;
+            }
+            Err(answer) => return answer,
+        }
+    }
     // Only a POST without a session id can open one (`initialize`); a
     // session continued from another replica is admitted like one.
     let opening = ((posting && session.is_none()) || restoring).then(|| Opening::new(&caller));
@@ -476,6 +557,13 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     }
     if posting && is_event_stream(&response) {
         response = draining_waits_for(response, &state.gateway);
+    }
+    if let Some(held) = held {
+        response = crate::front::hold_until_sent(response, held);
+    }
+    // rmcp answers 202; clients expect 200 or 204 (the Python SDK logs a failure).
+    if deleting && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
     }
     response
 }
@@ -509,28 +597,35 @@ fn audit_refusal(
     }
 }
 
-/// 429 with `Retry-After` when the request's address failed the bearer
-/// check too often (this failure counted).
+/// 429 with `Retry-After` when the request's address is throttled (it
+/// failed the bearer check too often); its token is not checked.
 fn throttled(state: &HttpState, request: &Request) -> Option<Response> {
-    let address = peer(request);
-    let wait = address.and_then(|ip| state.throttle.failed(ip, Instant::now()))?;
-    audit_refusal(
-        state,
-        address,
-        StatusCode::TOO_MANY_REQUESTS,
-        "throttled after too many failed sign-ins",
-    );
-    let seconds = wait.as_secs().max(1);
+    let wait = peer(request).and_then(|ip| state.throttle.wait(ip, Instant::now()))?;
+    let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
     let mut response = problem(
         StatusCode::TOO_MANY_REQUESTS,
         &format!(
-            "too many requests without a valid bearer token from this address; retry in {seconds} s with the right token"
+            "too many failed sign-ins from this address: no token from it is checked for {seconds} s; retry then with the right token"
         ),
     );
     if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
         response.headers_mut().insert(header::RETRY_AFTER, value);
     }
     Some(response)
+}
+
+/// Counts a failed bearer check against the request's address; writes
+/// the audit line when that throttles it.
+fn failed_sign_in(state: &HttpState, request: &Request) {
+    let address = peer(request);
+    if address.is_some_and(|ip| state.throttle.failed(ip, Instant::now())) {
+        audit_refusal(
+            state,
+            address,
+            StatusCode::TOO_MANY_REQUESTS,
+            "throttled after too many failed sign-ins",
+        );
+    }
 }
 
 /// The answer to a token the identity provider's rules refused: 401 with
@@ -591,10 +686,8 @@ fn refuse(
             return response;
         }
     };
-    if status == StatusCode::UNAUTHORIZED
-        && let Some(throttled) = throttled(state, request)
-    {
-        return throttled;
+    if status == StatusCode::UNAUTHORIZED {
+        failed_sign_in(state, request);
     }
     audit_refusal(state, peer(request), status, &rejection_reason(rejection));
     let mut response = problem(status, &message);
@@ -655,7 +748,7 @@ fn draining_waits_for(response: Response, gateway: &Gateway) -> Response {
     })
 }
 
-fn problem(status: StatusCode, message: &str) -> Response {
+pub(crate) fn problem(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({"error": message}))).into_response()
 }
 

@@ -7,6 +7,7 @@ mod context;
 mod elicit;
 mod exchange;
 mod fleet;
+mod front;
 mod http;
 mod limits;
 mod oauth;
@@ -31,6 +32,7 @@ pub use auth::{Auth, Caller, Token};
 pub use config::{GatewayConfig, GatewayLimits};
 pub use elicit::ElicitRouter;
 pub use fleet::{Fleet, FleetError, SharedSession};
+pub use front::{MessageError, check_message};
 pub use http::{HttpOptions, LimitsError};
 pub use oauth::{
     DEFAULT_ALGORITHMS, DefaultTrust, Identity, IntrospectionConfig, MAX_AUTHORIZATION_BYTES,

@@ -3,7 +3,7 @@
 //! make room (rmcp's [`LocalSessionManager`] holds the sessions; this wraps
 //! it), and a throttle on repeated failed authentication from one address.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -388,65 +388,91 @@ impl SessionManager for BoundedSessions {
     }
 }
 
-/// Slows down repeated failed authentication from one address: after
-/// `allowed` failures within `window`, further failures from it are
-/// answered 429 until the window ends. Requests with a valid token are never
-/// held back. At most [`Throttle::ADDRESSES`] addresses are remembered.
+/// Slows down guessing from one address: an address that failed the
+/// bearer check `allowed` times within the last `window` (a sliding
+/// window) is throttled: none of its requests has its token checked (each
+/// gets 429) until its oldest failure in the window is `window` old. A
+/// guesser then gets one try per `window / allowed` on average; another
+/// address is never held back. At most [`Throttle::ADDRESSES`] addresses
+/// and [`Throttle::MAX_ALLOWED`] failures per address are remembered.
 #[derive(Debug)]
 pub(crate) struct Throttle {
-    allowed: u32,
+    allowed: usize,
     window: Duration,
-    table: Mutex<HashMap<IpAddr, Failures>>,
-}
-
-/// Failed attempts from one address in its current window.
-#[derive(Debug, Clone, Copy)]
-struct Failures {
-    since: Instant,
-    count: u32,
+    table: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
 }
 
 impl Throttle {
-    /// Addresses remembered at most; past that, expired windows are
-    /// forgotten first, then the oldest.
+    /// Addresses remembered at most; past that, those whose failures all
+    /// aged out are forgotten first, then the one that failed least recently.
     pub(crate) const ADDRESSES: usize = 4096;
+    /// Failures allowed per window, at most (more would be no brake).
+    pub(crate) const MAX_ALLOWED: usize = 1000;
 
     pub(crate) fn new(allowed: u32, window: Duration) -> Throttle {
         Throttle {
-            allowed,
+            allowed: usize::try_from(allowed)
+                .unwrap_or(Throttle::MAX_ALLOWED)
+                .clamp(1, Throttle::MAX_ALLOWED),
             window,
             table: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Records a failed attempt from `ip` at `now`: `None` to answer it
-    /// 401, or how long until the address may try again (429).
-    pub(crate) fn failed(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
+    /// How long `ip` must wait before its token is checked again at `now`,
+    /// or `None` when it is not throttled.
+    pub(crate) fn wait(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
         let mut table = self.table.lock().ok()?;
+        let failures = table.get_mut(&ip)?;
+        self.forget_old(failures, now);
+        if failures.len() < self.allowed {
+            return None;
+        }
+        let oldest = *failures.front()?;
+        Some(
+            self.window
+                .saturating_sub(now.saturating_duration_since(oldest)),
+        )
+    }
+
+    /// Records a failed bearer check from `ip` at `now`; `true` when the
+    /// address is throttled from now on.
+    pub(crate) fn failed(&self, ip: IpAddr, now: Instant) -> bool {
+        let Ok(mut table) = self.table.lock() else {
+            return false;
+        };
         if !table.contains_key(&ip) && table.len() >= Self::ADDRESSES {
             let window = self.window;
-            table.retain(|_, f| now.saturating_duration_since(f.since) < window);
+            table.retain(|_, f| {
+                f.back()
+                    .is_some_and(|t| now.saturating_duration_since(*t) < window)
+            });
             if table.len() >= Self::ADDRESSES
-                && let Some(oldest) = table.iter().min_by_key(|(_, f)| f.since).map(|(ip, _)| *ip)
+                && let Some(stalest) = table
+                    .iter()
+                    .min_by_key(|(_, f)| f.back().copied())
+                    .map(|(ip, _)| *ip)
             {
-                table.remove(&oldest);
+                table.remove(&stalest);
             }
         }
-        let entry = table.entry(ip).or_insert(Failures {
-            since: now,
-            count: 0,
-        });
-        if now.saturating_duration_since(entry.since) >= self.window {
-            *entry = Failures {
-                since: now,
-                count: 0,
-            };
+        let failures = table.entry(ip).or_default();
+        self.forget_old(failures, now);
+        if failures.len() >= self.allowed {
+            failures.pop_front();
         }
-        entry.count = entry.count.saturating_add(1);
-        (entry.count > self.allowed).then(|| {
-            self.window
-                .saturating_sub(now.saturating_duration_since(entry.since))
-        })
+        failures.push_back(now);
+        failures.len() >= self.allowed
+    }
+
+    /// Drops the failures that left the window.
+    fn forget_old(&self, failures: &mut VecDeque<Instant>, now: Instant) {
+        while failures
+            .front()
+            .is_some_and(|t| now.saturating_duration_since(*t) >= self.window)
+        {
+            failures.pop_front();
+        }
     }
 
     /// Addresses remembered now.
@@ -542,21 +568,28 @@ mod tests {
     }
 
     #[test]
-    fn failed_authentication_is_throttled_per_address_until_the_window_ends() {
+    fn a_throttled_address_waits_for_its_oldest_failure_to_leave_the_sliding_window() {
         let throttle = Throttle::new(3, Duration::from_secs(60));
         let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
         let me: IpAddr = [127, 0, 0, 1].into();
         let other: IpAddr = [127, 0, 0, 2].into();
-        for i in 0..3 {
-            assert_eq!(throttle.failed(me, t0 + Duration::from_secs(i)), None);
-        }
-        assert_eq!(
-            throttle.failed(me, t0 + Duration::from_secs(10)),
-            Some(Duration::from_secs(50))
-        );
-        assert_eq!(throttle.failed(other, t0 + Duration::from_secs(10)), None);
-        // The window over, the address starts again.
-        assert_eq!(throttle.failed(me, t0 + Duration::from_secs(60)), None);
+        assert_eq!(throttle.wait(me, at(0)), None);
+        assert!(!throttle.failed(me, at(0)));
+        assert!(!throttle.failed(me, at(10)));
+        assert_eq!(throttle.wait(me, at(10)), None);
+        assert!(throttle.failed(me, at(20)), "the third failure throttles");
+        // Every request waits, whatever its token, until the failure at 0 is 60 s old.
+        assert_eq!(throttle.wait(me, at(20)), Some(Duration::from_secs(40)));
+        assert_eq!(throttle.wait(me, at(59)), Some(Duration::from_secs(1)));
+        // Another address is not held back.
+        assert_eq!(throttle.wait(other, at(30)), None);
+        // The window slides: one more try at 60, then throttled until 70.
+        assert_eq!(throttle.wait(me, at(60)), None);
+        assert!(throttle.failed(me, at(60)));
+        assert_eq!(throttle.wait(me, at(61)), Some(Duration::from_secs(9)));
+        // A quiet window later, the address starts afresh.
+        assert_eq!(throttle.wait(me, at(200)), None);
     }
 
     #[test]
@@ -570,10 +603,8 @@ mod tests {
         assert_eq!(throttle.remembered(), Throttle::ADDRESSES);
         // The newest are the ones kept.
         let newest = IpAddr::from((Throttle::ADDRESSES as u32 + 99).to_be_bytes());
-        assert!(
-            throttle
-                .failed(newest, t0 + Duration::from_secs(1))
-                .is_some()
-        );
+        assert!(throttle.wait(newest, t0 + Duration::from_secs(1)).is_some());
+        let oldest = IpAddr::from(0u32.to_be_bytes());
+        assert!(throttle.wait(oldest, t0 + Duration::from_secs(1)).is_none());
     }
 }

@@ -30,6 +30,8 @@ struct ServeArgs {
     pub(crate) http: Option<SocketAddr>,
     pub(crate) no_auth: bool,
     pub(crate) allow_hosts: Vec<String>,
+    /// `--allow-origin`, then `gateway.allowed_origins`.
+    pub(crate) allow_origins: Vec<String>,
     /// The session caps and idle timeout (flags over `config.json`).
     pub(crate) limits: GatewayLimits,
     pub(crate) level: TrustLevel,
@@ -59,6 +61,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         gateway_audit,
         gateway_oauth,
         gateway_store,
+        gateway_origins,
         warned,
         mut stop,
     } = match Launch::new(global, &setup, &screen) {
@@ -71,6 +74,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         http,
         no_auth,
         allow_host,
+        allow_origin,
         max_sessions,
         max_sessions_per_token,
         session_idle_timeout,
@@ -182,8 +186,12 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         http,
         no_auth,
         allow_hosts: allow_host,
+        allow_origins: allow_origin
+            .into_iter()
+            .chain(gateway_origins.unwrap_or_default())
+            .collect(),
         // A flag wins over config.json.
-        limits: GatewayLimits::default()
+        limits: gateway_limits
             .with_max_sessions(
                 max_sessions
                     .map(|n| n as usize)
@@ -332,6 +340,13 @@ async fn serve_on(
         }
     };
     http.allowed_hosts.extend(args.allow_hosts.iter().cloned());
+    // A page on the machine itself may call a gateway bound to loopback;
+    // one bound elsewhere takes only the origins it was given.
+    if !addr.ip().is_loopback() {
+        http.allowed_origins.clear();
+    }
+    http.allowed_origins
+        .extend(args.allow_origins.iter().cloned());
     if let Some(host) = audience_host_refused(&http) {
         eprintln!(
             "core-agent: WARNING: gateway.oauth.audience names host `{host}`, which is not an allowed Host: clients that connect there get 403; add --allow-host {host}"
