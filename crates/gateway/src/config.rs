@@ -444,6 +444,8 @@ impl Cx<'_> {
                 "audience",
                 "algorithms",
                 "leeway_secs",
+                "require_at_jwt",
+                "max_token_lifetime_secs",
                 "jwks_refresh_secs",
                 "scopes_supported",
                 "required_scopes",
@@ -462,6 +464,18 @@ impl Cx<'_> {
         }
         if let Some(leeway) = self.whole(oauth, &base, "leeway_secs", 0, 600) {
             config.leeway_secs = leeway;
+        }
+        match oauth.get("require_at_jwt") {
+            None => {}
+            Some(Value::Bool(b)) => config.require_at_jwt = *b,
+            Some(v) => self.problem(
+                &format!("{base}/require_at_jwt"),
+                &format!("expected true or false, not {v}"),
+                "write \"require_at_jwt\": true when the provider issues RFC 9068 access tokens",
+            ),
+        }
+        if let Some(secs) = self.whole(oauth, &base, "max_token_lifetime_secs", 60, 31_536_000) {
+            config.max_token_lifetime_secs = secs;
         }
         if let Some(secs) = self.whole(oauth, &base, "jwks_refresh_secs", 1, 3600) {
             config.jwks_refresh_secs = secs;
@@ -905,6 +919,41 @@ mod tests {
     }
 
     #[test]
+    fn the_http_front_limits_and_origins_are_read_project_first_and_checked() {
+        let (_d, p, u) = files(
+            Some(
+                r#"{"gateway": {"header_timeout_secs": 5, "max_connections": 64, "allowed_origins": ["https://app.example.com"]}}"#,
+            ),
+            Some(
+                r#"{"gateway": {"header_timeout_secs": 9, "body_timeout_secs": 7, "max_connections_per_address": 8, "allowed_origins": ["https://other.example.com"]}}"#,
+            ),
+        );
+        let c = load(&p, Some(&u)).unwrap();
+        let l = c.limits;
+        assert_eq!(
+            (
+                l.header_timeout_secs,
+                l.body_timeout_secs,
+                l.max_connections,
+                l.max_connections_per_address
+            ),
+            (Some(5), Some(7), Some(64), Some(8))
+        );
+        assert_eq!(
+            c.allowed_origins,
+            Some(vec!["https://app.example.com".to_owned()])
+        );
+        for bad in [
+            r#"{"gateway": {"allowed_origins": ["https://app.example.com/path"]}}"#,
+            r#"{"gateway": {"allowed_origins": "https://app.example.com"}}"#,
+            r#"{"gateway": {"max_connections": 0}}"#,
+        ] {
+            let (_d, p, _u) = files(Some(bad), None);
+            assert!(load(&p, None).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn gateway_session_limits_are_read_project_first() {
         let (_d, p, u) = files(
             Some(r#"{"gateway": {"max_sessions": 40, "session_idle_timeout_secs": 90}}"#),
@@ -917,6 +966,7 @@ mod tests {
                 max_sessions: Some(40),
                 max_sessions_per_token: Some(5),
                 session_idle_timeout_secs: Some(90),
+                ..GatewayLimits::default()
             }
         );
         let (_d, p, _u) = files(Some("{}"), None);

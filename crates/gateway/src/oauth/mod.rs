@@ -344,9 +344,19 @@ impl ResourceServer {
                 header.alg
             )));
         };
+        let config = &self.inner.config;
+        if config.require_at_jwt && !header.typ.as_deref().is_some_and(is_at_jwt) {
+            return Err(Rejection::Invalid(format!(
+                "the JWT's typ is {}, not at+jwt (gateway.oauth.require_at_jwt: only RFC 9068 access tokens)",
+                header.typ.as_deref().unwrap_or("missing")
+            )));
+        }
         let key = self.key_for(header.kid.as_deref(), header.alg).await?;
         match jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, validation) {
-            Ok(data) => Ok(data.claims),
+            Ok(data) => {
+                check_lifetime(&data.claims, config, now()).map_err(Rejection::Invalid)?;
+                Ok(data.claims)
+            }
             Err(e) => Err(Rejection::Invalid(jwt_error(&e))),
         }
     }
@@ -589,12 +599,58 @@ impl ResourceServer {
         {
             return Err("not yet valid".to_owned());
         }
+        check_lifetime(&claims, config, now)?;
         let mut claims = claims;
         claims
             .entry("iss")
             .or_insert_with(|| Value::String(config.issuer.clone()));
         Ok(claims)
     }
+}
+
+/// Whether a JWT header's `typ` names an RFC 9068 access token.
+fn is_at_jwt(typ: &str) -> bool {
+    let typ = typ.strip_prefix("application/").unwrap_or(typ);
+    typ.eq_ignore_ascii_case("at+jwt")
+}
+
+/// Refuses a token issued in the future (`iat` past `now` and the leeway)
+/// or living longer than `max_token_lifetime_secs` (`exp` − `iat`; without
+/// an `iat`, `exp` − `now`).
+fn check_lifetime(
+    claims: &Map<String, Value>,
+    config: &OAuthConfig,
+    now: u64,
+) -> Result<(), String> {
+    let iat = match claims.get("iat") {
+        None => None,
+        Some(v) => match v.as_u64() {
+            Some(iat) => Some(iat),
+            None => return Err("its iat is not a whole number of seconds".to_owned()),
+        },
+    };
+    if let Some(iat) = iat
+        && iat > now.saturating_add(config.leeway_secs)
+    {
+        return Err(format!(
+            "it was issued in the future (iat {} s from now)",
+            iat - now
+        ));
+    }
+    if let Some(exp) = claims.get("exp").and_then(Value::as_u64) {
+        let lifetime = exp.saturating_sub(iat.unwrap_or(now));
+        if lifetime
+            > config
+                .max_token_lifetime_secs
+                .saturating_add(config.leeway_secs)
+        {
+            return Err(format!(
+                "it lives {lifetime} s, longer than {} s (gateway.oauth.max_token_lifetime_secs)",
+                config.max_token_lifetime_secs
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The key among `held` for `kid` and `alg`: the one with that `kid`

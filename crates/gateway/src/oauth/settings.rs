@@ -36,8 +36,17 @@ pub struct OAuthConfig {
     pub audience: String,
     /// `algorithms`: the JWS algorithms accepted ([`DEFAULT_ALGORITHMS`]).
     pub algorithms: Vec<Algorithm>,
-    /// `leeway_secs`: clock skew allowed on `exp` and `nbf` (60).
+    /// `leeway_secs`: clock skew allowed on `exp`, `nbf` and `iat` (60).
     pub leeway_secs: u64,
+    /// `require_at_jwt`: the provider issues RFC 9068 access tokens, so a
+    /// JWT's header must say `typ: at+jwt` (false): an ID token or another
+    /// JWT the issuer signed is then refused.
+    pub require_at_jwt: bool,
+    /// `max_token_lifetime_secs`: a token whose lifetime (`exp` − `iat`,
+    /// or what is left of it when it has no `iat`) is longer is refused,
+    /// as is one issued in the future (`iat` past now and the leeway);
+    /// 86400 (24 h).
+    pub max_token_lifetime_secs: u64,
     /// `jwks_refresh_secs`: the fewest seconds between two fetches of the
     /// keys for an unknown `kid` (10), so a flood of unknown kids does not
     /// hammer the provider. `config.json` takes 1 to 3600; 0 (through
@@ -59,6 +68,23 @@ pub struct OAuthConfig {
 }
 
 impl OAuthConfig {
+    /// A token's longest lifetime, by default (24 h).
+    pub const MAX_TOKEN_LIFETIME_SECS: u64 = 24 * 60 * 60;
+
+    /// `require_at_jwt`.
+    #[must_use]
+    pub fn with_require_at_jwt(mut self, require: bool) -> OAuthConfig {
+        self.require_at_jwt = require;
+        self
+    }
+
+    /// `max_token_lifetime_secs`.
+    #[must_use]
+    pub fn with_max_token_lifetime_secs(mut self, secs: u64) -> OAuthConfig {
+        self.max_token_lifetime_secs = secs;
+        self
+    }
+
     /// `issuer` and `audience`, every other setting at its default (no rule,
     /// every caller refused until rules or a default level are set).
     pub fn new(issuer: impl Into<String>, audience: impl Into<String>) -> OAuthConfig {
@@ -67,6 +93,8 @@ impl OAuthConfig {
             audience: audience.into(),
             algorithms: DEFAULT_ALGORITHMS.to_vec(),
             leeway_secs: 60,
+            require_at_jwt: false,
+            max_token_lifetime_secs: OAuthConfig::MAX_TOKEN_LIFETIME_SECS,
             jwks_refresh_secs: 10,
             scopes_supported: Vec::new(),
             required_scopes: Vec::new(),

@@ -272,6 +272,117 @@ async fn tokens_for_another_audience_or_issuer_expired_unsigned_or_forged_are_in
 }
 
 #[tokio::test]
+async fn rfc_9068_providers_tokens_must_say_at_jwt_and_no_token_may_live_absurdly_long() {
+    let k = SigningKey::new("k1");
+    let idp = idp(&[&k]).await;
+    let sign_typ = |typ: Option<&str>, claims: &Value| {
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some("k1".into());
+        header.typ = typ.map(str::to_owned);
+        jsonwebtoken::encode(&header, claims, &EncodingKey::from_ed_der(&k.pkcs8)).unwrap()
+    };
+    let good = claims(&idp.issuer, json!({"scope": "mcp:admin"}));
+    let at = sign_typ(Some("at+jwt"), &good);
+    let app_at = sign_typ(Some("application/at+JWT"), &good);
+    let id_token = sign_typ(Some("JWT"), &good);
+    let untyped = sign_typ(None, &good);
+    // By default any typ passes; with require_at_jwt only at+jwt.
+    let lax = server(config(&idp.issuer));
+    let strict = server(config(&idp.issuer).with_require_at_jwt(true));
+    for token in [&at, &app_at, &id_token, &untyped] {
+        assert!(lax.authenticate(Some(&bearer_of(token))).await.is_ok());
+    }
+    for token in [&at, &app_at] {
+        assert!(strict.authenticate(Some(&bearer_of(token))).await.is_ok());
+    }
+    for token in [&id_token, &untyped] {
+        match strict.authenticate(Some(&bearer_of(token))).await {
+            Err(Rejection::Invalid(reason)) => assert!(reason.contains("at+jwt"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    // Lifetimes: at most 24 h by default, or what is set; iat not in the future.
+    let hour = 3600;
+    let cases = [
+        (
+            "a day",
+            json!({"iat": now(), "exp": now() + 24 * hour}),
+            true,
+            true,
+        ),
+        (
+            "a year",
+            json!({"iat": now(), "exp": now() + 365 * 24 * hour}),
+            false,
+            false,
+        ),
+        (
+            "issued a year ago, valid a year",
+            json!({"iat": now() - 365 * 24 * hour, "exp": now() + 300}),
+            false,
+            false,
+        ),
+        (
+            "issued in an hour",
+            json!({"iat": now() + hour, "exp": now() + 2 * hour}),
+            false,
+            false,
+        ),
+        (
+            "iat within the leeway",
+            json!({"iat": now() + 3, "exp": now() + 300}),
+            true,
+            true,
+        ),
+        (
+            "no iat, a week left",
+            json!({"iat": null, "exp": now() + 7 * 24 * hour}),
+            false,
+            true,
+        ),
+        (
+            "two hours",
+            json!({"iat": now(), "exp": now() + 2 * hour}),
+            true,
+            true,
+        ),
+        (
+            "iat not a number",
+            json!({"iat": "yesterday", "exp": now() + 300}),
+            false,
+            false,
+        ),
+    ];
+    let one_hour = server(config(&idp.issuer).with_max_token_lifetime_secs(hour));
+    let week = server(config(&idp.issuer).with_max_token_lifetime_secs(8 * 24 * hour));
+    for (what, times, by_default, with_a_week) in cases {
+        let mut c = claims(&idp.issuer, json!({"scope": "mcp:admin"}));
+        for (k, v) in times.as_object().unwrap() {
+            if v.is_null() {
+                c.as_object_mut().unwrap().remove(k);
+            } else {
+                c[k] = v.clone();
+            }
+        }
+        let token = k.sign(&c);
+        let verdict = |r: Result<Caller, Rejection>| match r {
+            Ok(_) => true,
+            Err(Rejection::Invalid(_)) => false,
+            Err(other) => panic!("{what}: {other:?}"),
+        };
+        let got = verdict(lax.authenticate(Some(&bearer_of(&token))).await);
+        assert_eq!(got, by_default, "{what}, by default");
+        let got = verdict(week.authenticate(Some(&bearer_of(&token))).await);
+        assert_eq!(got, with_a_week, "{what}, at most a week");
+        if what == "two hours" {
+            assert!(!verdict(
+                one_hour.authenticate(Some(&bearer_of(&token))).await
+            ));
+        }
+    }
+}
+
+#[tokio::test]
 async fn malformed_missing_and_oversized_headers_are_refused_before_any_work() {
     let rs = server(config("http://127.0.0.1:9"));
     assert_eq!(rs.authenticate(None).await, Err(Rejection::Missing));
