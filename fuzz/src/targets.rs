@@ -9,6 +9,7 @@
 //! | `pattern` | `permissions::Pattern::parse`, `PermissionsConfig::load` | no panic; every `config.json` error carries a line and column |
 //! | `pointer` | `mcp_config::locate`, `digest::extract` | no panic; a position is 1-based and within the text |
 //! | `lock` | `mcp_policy::Lock::parse` | no panic; every error has a position; a lock that parses renders to text that parses to the same lock |
+//! | `http` | the gateway's HTTP front: `gateway::check_message` on a request's body, `HttpOptions::host_allowed`/`origin_allowed` on its head | no panic; each refusal has a spec code and its status; what passes is one JSON-RPC 2.0 object; an origin passes only with an allowed scheme and host |
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ pub fn all() -> Vec<Box<dyn Target>> {
         Box::new(Patterns::new()),
         Box::new(Pointers),
         Box::new(LockFile),
+        Box::new(HttpFront::new()),
     ]
 }
 
@@ -721,5 +723,150 @@ impl Target for LockFile {
             Err(e) if e.line >= 1 && e.line <= last_line(&text) => Ok(()),
             Err(e) => Err(format!("a lock error outside the text: {e}")),
         }
+    }
+}
+
+/// The gateway's HTTP front: a `POST /mcp` body, screened as it is before
+/// rmcp reads it; the body's text and each string in it are also tried as a
+/// request head's `Host` and `Origin`.
+#[derive(Debug)]
+pub struct HttpFront {
+    options: core_agent_gateway::HttpOptions,
+    /// Bodies refused, by JSON-RPC code, and bodies passed.
+    refused: BTreeMap<i32, u64>,
+    passed: u64,
+}
+
+impl HttpFront {
+    fn new() -> HttpFront {
+        let options = core_agent_gateway::HttpOptions::new(core_agent_gateway::Auth::Open(
+            core_agent_mcp_config::TrustLevel::User,
+        ))
+        .with_allowed_origins(vec![
+            "http://localhost".to_owned(),
+            "https://app.example.com:8443".to_owned(),
+        ]);
+        HttpFront {
+            options,
+            refused: BTreeMap::new(),
+            passed: 0,
+        }
+    }
+
+    /// `value`'s strings, keys included.
+    fn strings<'a>(value: &'a serde_json::Value, into: &mut Vec<&'a str>) {
+        match value {
+            serde_json::Value::String(s) => into.push(s),
+            serde_json::Value::Array(a) => a.iter().for_each(|v| HttpFront::strings(v, into)),
+            serde_json::Value::Object(o) => o.iter().for_each(|(k, v)| {
+                into.push(k);
+                HttpFront::strings(v, into);
+            }),
+            _ => {}
+        }
+    }
+
+    /// A `Host` and an `Origin` header value checked.
+    fn head(&self, value: &str) -> Result<(), String> {
+        let _ = self.options.host_allowed(value);
+        if self.options.origin_allowed(value) {
+            let lower = value.trim().to_ascii_lowercase();
+            if !lower.starts_with("http://localhost")
+                && !lower.starts_with("https://app.example.com:8443")
+            {
+                return Err(format!("origin {value:?} passed, which no entry allows"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Target for HttpFront {
+    fn name(&self) -> &'static str {
+        "http"
+    }
+
+    fn seeds(&self) -> Vec<Vec<u8>> {
+        [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"http://localhost:5173","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"https://app.example.com:8443","arguments":{"x":[1,2]}}}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"http://[::1]:80"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized","params":{"h":"127.0.0.1:8940"}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"result":{"o":"null"}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            "42",
+        ]
+        .iter()
+        .map(|body| body.as_bytes().to_vec())
+        .collect()
+    }
+
+    fn tokens(&self) -> &'static [&'static [u8]] {
+        &[
+            b"null",
+            b"http://",
+            b"https://",
+            b"[::1]",
+            b":8443",
+            b"localhost",
+            b"\"jsonrpc\":\"2.0\"",
+            b"\"id\":",
+            b"\"method\":",
+            b"\"params\":",
+            b"\"tools/call\"",
+            b"\"arguments\":",
+            b"{",
+            b"}",
+            b"[",
+            b"]",
+            b",",
+            b":",
+            b"\"",
+            b"1.5",
+            b"\xff",
+        ]
+    }
+
+    fn json(&self) -> bool {
+        true
+    }
+
+    fn check(&mut self, input: &[u8]) -> Result<(), String> {
+        let text = String::from_utf8_lossy(input);
+        self.head(&text)?;
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(input) {
+            let mut strings = Vec::new();
+            HttpFront::strings(&value, &mut strings);
+            for s in strings {
+                self.head(s)?;
+            }
+        }
+        match core_agent_gateway::check_message(input) {
+            Ok(()) => {
+                self.passed += 1;
+                let value: serde_json::Value = serde_json::from_slice(input)
+                    .map_err(|e| format!("a body that is not JSON passed: {e}"))?;
+                if value.get("jsonrpc").and_then(serde_json::Value::as_str) != Some("2.0") {
+                    return Err(format!("a body without jsonrpc 2.0 passed: {value}"));
+                }
+            }
+            Err(e) => {
+                *self.refused.entry(e.code).or_default() += 1;
+                let fits = match e.code {
+                    -32700 | -32600 => e.status == 400,
+                    -32602 => (e.status == 200) == e.id.is_some() && matches!(e.status, 200 | 400),
+                    _ => false,
+                };
+                if !fits {
+                    return Err(format!("code {} with status {}: {e}", e.code, e.status));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> String {
+        format!("passed {}, refused by code {:?}", self.passed, self.refused)
     }
 }

@@ -7,7 +7,7 @@
 //!   packages `prometheus`, `haproxy` and `postgresql` when missing; a
 //!   second run is a no-op.
 //! - `test`: `deps`, then `cargo test --workspace`, then `conformance`, then
-//!   `fuzz all --seconds 30` (seven targets, three and a half minutes).
+//!   `fuzz all --seconds 30` (eight targets, four minutes).
 //! - `conformance`: the official MCP client conformance suite's requirement
 //!   sets of the 2026-07-28 and 2025-11-25 revisions, and its 2025-03-26
 //!   back-compatibility scenarios, against
@@ -360,8 +360,8 @@ fn test(extra: &[String]) -> Result<()> {
     ])
 }
 
-/// Seconds per fuzz target in `cargo xtask test` (the 30): seven
-/// targets, three and a half minutes in all.
+/// Seconds per fuzz target in `cargo xtask test` (the 30): eight
+/// targets, four minutes in all.
 const CI_FUZZ_SECONDS: &str = "30";
 
 fn conformance() -> Result<()> {

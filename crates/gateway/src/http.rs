@@ -139,6 +139,26 @@ impl HttpOptions {
         }
     }
 
+    /// Whether the `Origin` header `origin` passes (see
+    /// [`HttpOptions::allowed_origins`]).
+    ///
+    /// ```
+    /// use core_agent_gateway::{Auth, HttpOptions};
+    /// use core_agent_mcp_config::TrustLevel;
+    ///
+    /// let options = HttpOptions::new(Auth::Open(TrustLevel::User));
+    /// assert!(options.origin_allowed("http://localhost:5173"));
+    /// assert!(!options.origin_allowed("https://evil.example"));
+    /// ```
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        crate::front::origin_allowed(origin, &self.allowed_origins)
+    }
+
+    /// Whether the `Host` header `host` passes (see [`HttpOptions::allowed_hosts`]).
+    pub fn host_allowed(&self, host: &str) -> bool {
+        host_allowed(host, &self.allowed_hosts)
+    }
+
     /// `Origin` headers accepted, in place of the loopback origins.
     pub fn with_allowed_origins(mut self, origins: Vec<String>) -> HttpOptions {
         self.allowed_origins = origins;
@@ -394,7 +414,7 @@ async fn hosts(State(state): State<Arc<HttpState>>, request: Request, next: Next
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or_default();
-        if !crate::front::origin_allowed(origin, &state.options.allowed_origins) {
+        if !state.options.origin_allowed(origin) {
             let shown: String = origin.chars().take(200).collect();
             let message = format!(
                 "Origin `{shown}` is not allowed (only loopback origins are, unless the gateway's allowed origins name it)"
