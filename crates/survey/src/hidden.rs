@@ -52,20 +52,22 @@ impl Hidden {
 
     /// [`Hidden::DEFAULT`], and the ignored files.
     pub fn new() -> Hidden {
-        Hidden {
+        let mut hidden = Hidden {
             patterns: Vec::new(),
             names: GlobSet::empty(),
             paths: GlobSet::empty(),
             files: Vec::new(),
-        }
-        .with_patterns(Self::DEFAULT.iter().map(|p| (*p).to_owned()))
-        .unwrap_or_else(|(hidden, _)| hidden)
+        };
+        // The defaults are valid globs.
+        let _valid = hidden.add(Self::DEFAULT.iter().map(|p| (*p).to_owned()));
+        hidden
     }
 
     /// Also hides what `pattern` matches (a glob, as described above; a
     /// trailing `/` is dropped).
-    pub fn with_pattern(self, pattern: &str) -> Result<Hidden> {
-        self.with_patterns([pattern.to_owned()]).map_err(|(_, e)| e)
+    pub fn with_pattern(mut self, pattern: &str) -> Result<Hidden> {
+        self.add([pattern.to_owned()])?;
+        Ok(self)
     }
 
     /// Also hides the file at `path` (absolute, or relative to the current
@@ -126,10 +128,7 @@ impl Hidden {
         })
     }
 
-    fn with_patterns(
-        mut self,
-        patterns: impl IntoIterator<Item = String>,
-    ) -> std::result::Result<Hidden, (Hidden, SurveyError)> {
+    fn add(&mut self, patterns: impl IntoIterator<Item = String>) -> Result<()> {
         for pattern in patterns {
             let trimmed = pattern
                 .trim()
@@ -140,10 +139,10 @@ impl Hidden {
                     &pattern,
                     "give a name (`*.pem`) or a path from the root (`config/secrets.toml`)",
                 );
-                return Err((self, e));
+                return Err(e);
             }
             if let Err(e) = glob(trimmed) {
-                return Err((self, bad(&pattern, &e.kind().to_string())));
+                return Err(bad(&pattern, &e.kind().to_string()));
             }
             self.patterns.push(trimmed.to_owned());
         }
@@ -162,12 +161,9 @@ impl Hidden {
             (Ok(names), Ok(paths)) => {
                 self.names = names;
                 self.paths = paths;
-                Ok(self)
+                Ok(())
             }
-            (Err(e), _) | (_, Err(e)) => {
-                let e = bad(&self.patterns.join(", "), &e.kind().to_string());
-                Err((self, e))
-            }
+            (Err(e), _) | (_, Err(e)) => Err(bad(&self.patterns.join(", "), &e.kind().to_string())),
         }
     }
 }
