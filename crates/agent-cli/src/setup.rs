@@ -141,6 +141,7 @@ impl Launch {
             audit: gateway_audit,
             oauth: gateway_oauth,
             store: gateway_store,
+            survey_hidden,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
@@ -163,6 +164,9 @@ impl Launch {
         };
         for notice in notices {
             eprintln!("core-agent: {notice}");
+        }
+        if let Some(survey) = options.survey.take() {
+            options.survey = Some(survey.with_hidden(survey_hidden));
         }
         options.commands = Some(Arc::new(crate::words::commands::CliCommands));
         options.start.elicitor = if can_prompt() {
