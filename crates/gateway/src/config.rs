@@ -1084,6 +1084,26 @@ mod tests {
     }
 
     #[test]
+    fn survey_hidden_patterns_add_up_and_bad_ones_are_named() {
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"survey_hidden": ["*.pem", "config/secrets.toml"]}}"#),
+            Some(r#"{"gateway": {"survey_hidden": ["*.pem", "*.key"]}}"#),
+        );
+        assert_eq!(
+            load(&p, Some(&u)).unwrap().survey_hidden,
+            ["*.pem", "config/secrets.toml", "*.key"]
+        );
+        let (_d, p, _u) = files(Some(r#"{"gateway": {"survey_hidden": ["/etc", 3]}}"#), None);
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/survey_hidden/0: `/etc` is not a pattern relative to the project directory",
+            "/gateway/survey_hidden/1: expected a pattern (a string), not 3",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
+    }
+
+    #[test]
     fn a_bad_audit_trail_names_the_field_and_the_fix() {
         let (_d, p, u) = files(
             Some(
