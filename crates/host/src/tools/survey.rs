@@ -216,3 +216,28 @@ pub(crate) fn open_survey(
         Err(e) => (None, Some(format!("the survey tools are off: {e}"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn survey_calls_are_capped_per_caller_and_in_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SurveyOptions::new(dir.path()).with_max_calls(2, 1);
+        let (surveys, warning) = open_survey(Some(&options));
+        assert_eq!(warning, None);
+        let surveys = surveys.unwrap();
+        let a = surveys.slot("a").unwrap();
+        assert!(surveys.slot("a").is_none(), "one per caller");
+        let b = surveys.slot("b").unwrap();
+        assert!(surveys.slot("c").is_none(), "two in all");
+        drop(a);
+        let _c = surveys.slot("c").unwrap();
+        assert!(surveys.slot("a").is_none(), "two in all again");
+        drop(b);
+        let _a = surveys.slot("a").unwrap();
+        assert!(surveys.hidden.root().hidden().is_some());
+        assert!(surveys.full.root().hidden().is_none());
+    }
+}
