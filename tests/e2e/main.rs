@@ -11,6 +11,7 @@
 )]
 
 mod abuse_http;
+mod abuse_survey;
 mod auth;
 mod cli;
 mod config;

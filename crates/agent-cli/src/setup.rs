@@ -144,6 +144,7 @@ impl Launch {
             oauth: gateway_oauth,
             store: gateway_store,
             allowed_origins: gateway_origins,
+            survey_hidden,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
@@ -166,6 +167,9 @@ impl Launch {
         };
         for notice in notices {
             eprintln!("core-agent: {notice}");
+        }
+        if let Some(survey) = options.survey.take() {
+            options.survey = Some(survey.with_hidden(survey_hidden));
         }
         options.commands = Some(Arc::new(crate::words::commands::CliCommands));
         options.start.elicitor = if can_prompt() {

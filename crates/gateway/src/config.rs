@@ -40,6 +40,11 @@ pub struct GatewayConfig {
     /// `gateway.allowed_origins`: `Origin` headers accepted beside the
     /// loopback ones; the project file's list wins.
     pub allowed_origins: Option<Vec<String>>,
+    /// `gateway.survey_hidden`: what the survey tools hide from callers
+    /// below `creator`, beyond their defaults (`.env*`, `.agents`, `.git`,
+    /// ignored files, the audit trail, the session database); both files'
+    /// patterns add up.
+    pub survey_hidden: Vec<String>,
 }
 
 /// How many MCP sessions the HTTP gateway holds, and for how long an idle
@@ -163,6 +168,21 @@ impl GatewayConfig {
     }
 }
 
+/// Where the audit trail goes when it is on without a file named
+/// (`"audit": true`, or an object without `path`):
+/// `$HOME/.agents/audit.jsonl`, beside the user's credentials and outside
+/// any project, so the survey tools over a project never reach it; `None`
+/// when `HOME` is unset or empty.
+pub(crate) fn default_audit_file() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|home| !home.is_empty())
+        .map(|home| {
+            std::path::Path::new(&home)
+                .join(".agents")
+                .join("audit.jsonl")
+        })
+}
+
 /// Checking one file's section: the section, and the problems so far.
 struct Cx<'a> {
     section: &'a Section,
@@ -195,11 +215,19 @@ impl Cx<'_> {
                 "body_timeout_secs",
                 "max_connections",
                 "max_connections_per_address",
+                "survey_hidden",
             ],
         );
         if gateway.contains_key("allowed_origins") {
             let origins = self.origins(gateway, base);
             config.allowed_origins = config.allowed_origins.take().or(Some(origins));
+        }
+        if let Some(hidden) = gateway.get("survey_hidden") {
+            for pattern in self.patterns(hidden) {
+                if !config.survey_hidden.contains(&pattern) {
+                    config.survey_hidden.push(pattern);
+                }
+            }
         }
         if let Some(store) = gateway.get("store").and_then(|v| self.store(v)) {
             config.store = config.store.take().or(Some(store));
@@ -269,6 +297,38 @@ impl Cx<'_> {
         }
     }
 
+    /// `"survey_hidden": ["*.pem", "config/secrets.toml"]`: globs, each
+    /// checked as the survey tools read it.
+    fn patterns(&mut self, value: &Value) -> Vec<String> {
+        let pointer = format!("{}/survey_hidden", self.section.pointer);
+        let fix = "write \"survey_hidden\": [\"*.pem\", \"config/secrets.toml\"] (a name matches at any depth; a path with / is taken from the project directory)";
+        let Some(items) = value.as_array() else {
+            self.problem(
+                &pointer,
+                &format!("expected a list of patterns, not {value}"),
+                fix,
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            match item.as_str().map(str::trim) {
+                Some(p) if !p.is_empty() && !p.starts_with('/') => out.push(p.to_owned()),
+                Some(p) => self.problem(
+                    &format!("{pointer}/{i}"),
+                    &format!("`{p}` is not a pattern relative to the project directory"),
+                    fix,
+                ),
+                None => self.problem(
+                    &format!("{pointer}/{i}"),
+                    &format!("expected a pattern (a string), not {item}"),
+                    fix,
+                ),
+            }
+        }
+        out
+    }
+
     /// `"store": "postgres://USER@HOST/DATABASE"`, `${NAME}` placeholders
     /// allowed (expanded from the environment when the gateway starts).
     fn store(&mut self, value: &Value) -> Option<String> {
@@ -313,6 +373,8 @@ impl Cx<'_> {
         let fix = "write \"audit\": \"audit.jsonl\" (a file; \"-\" for standard output), \"audit\": {\"path\": \"audit.jsonl\", \"max_bytes\": 104857600, \"keep\": 5, \"arguments\": false}, or \"audit\": {\"store\": true} (into the shared store, gateway.store)";
         let (target, entry) = match value {
             Value::String(path) => (self.audit_path(path, &base, fix)?, None),
+            Value::Bool(true) => (self.default_audit_path(&base, fix)?, None),
+            Value::Bool(false) => return None,
             Value::Object(entry) => {
                 self.problems.unknown_keys(
                     entry,
@@ -359,7 +421,8 @@ impl Cx<'_> {
                     (false, Some(Value::String(path))) => {
                         (self.audit_path(path, &base, fix)?, Some(entry))
                     }
-                    (false, _) => {
+                    (false, None) => (self.default_audit_path(&base, fix)?, Some(entry)),
+                    (false, Some(_)) => {
                         self.problem(
                             &format!("{base}/path"),
                             "the audit trail needs a path, or \"store\": true",
@@ -410,6 +473,22 @@ impl Cx<'_> {
             }
         }
         Some(settings)
+    }
+
+    /// The audit trail's file when none is named: [`default_audit_file`],
+    /// outside any project directory.
+    fn default_audit_path(&mut self, base: &str, fix: &str) -> Option<AuditTarget> {
+        match default_audit_file() {
+            Some(path) => Some(AuditTarget::File(path)),
+            None => {
+                self.problem(
+                    base,
+                    "the audit trail has no default file without a home directory (HOME is unset)",
+                    fix,
+                );
+                None
+            }
+        }
     }
 
     /// The file (or `-`, standard output) of `gateway.audit`, relative to
@@ -1065,11 +1144,13 @@ mod tests {
                 "{err}"
             );
         }
-        let err = load(&u, None).map(drop).unwrap_err().to_string();
-        assert!(
-            err.contains("/gateway/audit/path: the audit trail needs a path, or \"store\": true"),
-            "{err}"
+        // Without a path, the default file, outside the project.
+        let audit = load(&u, None).unwrap().audit.unwrap();
+        assert_eq!(
+            Some(audit.target),
+            default_audit_file().map(AuditTarget::File)
         );
+        assert!(audit.arguments);
     }
 
     #[test]
@@ -1106,6 +1187,26 @@ mod tests {
     }
 
     #[test]
+    fn survey_hidden_patterns_add_up_and_bad_ones_are_named() {
+        let (_d, p, u) = files(
+            Some(r#"{"gateway": {"survey_hidden": ["*.pem", "config/secrets.toml"]}}"#),
+            Some(r#"{"gateway": {"survey_hidden": ["*.pem", "*.key"]}}"#),
+        );
+        assert_eq!(
+            load(&p, Some(&u)).unwrap().survey_hidden,
+            ["*.pem", "config/secrets.toml", "*.key"]
+        );
+        let (_d, p, _u) = files(Some(r#"{"gateway": {"survey_hidden": ["/etc", 3]}}"#), None);
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/survey_hidden/0: `/etc` is not a pattern relative to the project directory",
+            "/gateway/survey_hidden/1: expected a pattern (a string), not 3",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
+    }
+
+    #[test]
     fn a_bad_audit_trail_names_the_field_and_the_fix() {
         let (_d, p, u) = files(
             Some(
@@ -1114,10 +1215,7 @@ mod tests {
             Some(r#"{"gateway": {"audit": 3}}"#),
         );
         let err = load(&p, None).map(drop).unwrap_err().to_string();
-        for want in [
-            "/gateway/audit/path: the audit trail needs a path",
-            "/gateway/audit/pth: unknown field `pth`; did you mean `path`?",
-        ] {
+        for want in ["/gateway/audit/pth: unknown field `pth`; did you mean `path`?"] {
             assert!(err.contains(want), "missing {want:?} in:\n{err}");
         }
         let (_d, p, _u) = files(

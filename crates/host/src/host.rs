@@ -94,6 +94,19 @@ pub struct SurveyOptions {
     /// under the reserved name `builtin`); the default offers all four to
     /// every level.
     pub access: BuiltinTools,
+    /// What callers below `creator` do not see, beyond
+    /// [`core_agent_survey::Hidden::DEFAULT`] and the ignored files:
+    /// patterns (`*.pem`, `config/secrets.toml`).
+    pub hidden: Vec<String>,
+    /// Files callers below `creator` do not see: the audit trail, the
+    /// session database (with its `-wal`/`-shm` siblings).
+    pub hidden_files: Vec<std::path::PathBuf>,
+    /// Survey calls running at once, for all callers (default 8); past
+    /// it a call is refused with a tool error saying to retry.
+    pub max_calls: usize,
+    /// Survey calls running at once for one caller (its token's name, or
+    /// its session when it has none; default 2).
+    pub max_calls_per_caller: usize,
 }
 
 /// The digest shared by every session: the router's settings, the store of
@@ -178,7 +191,36 @@ impl SurveyOptions {
             root: root.into(),
             limits: core_agent_survey::Limits::default(),
             access: BuiltinTools::default(),
+            hidden: Vec::new(),
+            hidden_files: Vec::new(),
+            max_calls: SurveyOptions::MAX_CALLS,
+            max_calls_per_caller: SurveyOptions::MAX_CALLS_PER_CALLER,
         }
+    }
+
+    /// The default of [`SurveyOptions::max_calls`].
+    pub const MAX_CALLS: usize = 8;
+    /// The default of [`SurveyOptions::max_calls_per_caller`].
+    pub const MAX_CALLS_PER_CALLER: usize = 2;
+
+    /// Also hides `patterns` from callers below `creator`.
+    pub fn with_hidden(mut self, patterns: Vec<String>) -> SurveyOptions {
+        self.hidden = patterns;
+        self
+    }
+
+    /// Also hides the file at `path` from callers below `creator`.
+    pub fn with_hidden_file(mut self, path: impl Into<std::path::PathBuf>) -> SurveyOptions {
+        self.hidden_files.push(path.into());
+        self
+    }
+
+    /// Survey calls running at once, in all and per caller (each at
+    /// least 1).
+    pub fn with_max_calls(mut self, total: usize, per_caller: usize) -> SurveyOptions {
+        self.max_calls = total.max(1);
+        self.max_calls_per_caller = per_caller.max(1);
+        self
     }
 
     /// Bounds on each output.
@@ -259,7 +301,7 @@ pub struct Host {
     pub(crate) config_warnings: Vec<ConfigWarning>,
     pub(crate) options: HostOptions,
     /// The survey tools over their root, when on and the root is usable.
-    pub(crate) survey: Option<Arc<core_agent_survey::Survey>>,
+    pub(crate) survey: Option<Arc<crate::tools::survey::Surveys>>,
     /// Why the survey tools are off although asked for (a root that cannot be used).
     pub(crate) survey_warning: Option<String>,
     /// The catalog, its routes, and the key (tools version plus pin epoch)
@@ -851,7 +893,7 @@ impl Host {
 
     /// The survey tools' root (`None` when they are off).
     pub fn survey_root(&self) -> Option<&std::path::Path> {
-        self.survey.as_ref().map(|s| s.root().path())
+        self.survey.as_ref().map(|s| s.full.root().path())
     }
 
     /// The survey tools' allowlist and trust levels, while they are on.

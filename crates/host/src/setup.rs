@@ -211,11 +211,14 @@ impl HostConfig {
         }
         let survey_on = !overrides.no_survey && config.survey.as_ref().is_none_or(|s| s.value);
         if survey_on && let Some(root) = &overrides.survey_root {
-            options.survey = Some(SurveyOptions {
-                root: root.clone(),
-                limits: core_agent_survey::Limits::default(),
-                access: config.builtin.clone().unwrap_or_default(),
-            });
+            let mut survey = SurveyOptions::new(root.clone())
+                .with_access(config.builtin.clone().unwrap_or_default());
+            // The session database is core-agent's own: below the creator,
+            // nobody reads it through the survey tools.
+            if let Some(db) = &overrides.session_db {
+                survey = survey.with_hidden_file(db.clone());
+            }
+            options.survey = Some(survey);
         }
         let mut notices = Vec::new();
         let wrap_on = !overrides.no_digest && config.wrap.enabled.as_ref().is_none_or(|s| s.value);

@@ -70,6 +70,17 @@ pub enum SurveyError {
         /// The cause.
         source: std::io::Error,
     },
+    /// A path is hidden from this caller (see
+    /// [`Hidden`](crate::Hidden)).
+    #[error(
+        "`{path}` is hidden from this caller: secrets, version control, ignored files and \
+         core-agent's own files are left out below the creator trust level; \
+         search or read other paths"
+    )]
+    Hidden {
+        /// The path as given.
+        path: String,
+    },
     /// The caller cancelled the operation.
     #[error("cancelled")]
     Cancelled,

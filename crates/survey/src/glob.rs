@@ -39,6 +39,7 @@ pub(crate) fn glob(
     input: &GlobInput,
     cancel: &Cancel,
 ) -> Result<GlobOutput> {
+    check_length("glob", &input.pattern, limits)?;
     let given = input.path.as_deref().unwrap_or(".");
     let base = directory(root, given)?;
     let (paths, count) = matching(root, &base, &input.pattern, limits.max_paths, cancel)?;
@@ -61,6 +62,25 @@ pub(crate) fn directory(root: &Root, given: &str) -> Result<PathBuf> {
             path: given.to_owned(),
         })
     }
+}
+
+/// `BadPattern` for a pattern longer than [`Limits::max_pattern_bytes`].
+pub(crate) fn check_length(what: &'static str, pattern: &str, limits: &Limits) -> Result<()> {
+    if pattern.len() <= limits.max_pattern_bytes {
+        return Ok(());
+    }
+    let mut shown = pattern.to_owned();
+    shown.truncate(crate::text::floor_boundary(pattern.as_bytes(), 64));
+    shown.push('…');
+    Err(SurveyError::BadPattern {
+        what,
+        pattern: shown,
+        message: format!(
+            "it is {} bytes long, over the limit of {}; give a shorter one",
+            pattern.len(),
+            limits.max_pattern_bytes
+        ),
+    })
 }
 
 /// A glob as this crate reads one: relative, `*` within one component.
@@ -129,8 +149,12 @@ pub(crate) fn matching(
         Ok(_) | Err(_) if prefix != base => return Ok((Vec::new(), 0)),
         _ => base.to_path_buf(),
     };
+    // Walked into directly, a hidden (or ignored) directory stays hidden.
+    if start != base && root.is_hidden(&start) {
+        return Ok((Vec::new(), 0));
+    }
     let states = parallel(
-        &walker(&start),
+        &walker(root, &start),
         cancel,
         || (Vec::new(), 0_usize),
         |(paths, count), entry| {

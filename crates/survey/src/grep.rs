@@ -9,8 +9,9 @@ use grep_searcher::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::glob::compile;
+use crate::glob::{check_length, compile};
 use crate::list_dir::not_found_or;
+use crate::open::Links;
 use crate::text::{cut_line, trim_eol};
 use crate::walk::{is_file, parallel, walker};
 use crate::{Cancel, Limits, Result, Root, SurveyError};
@@ -76,15 +77,22 @@ pub(crate) fn grep(
     input: &GrepInput,
     cancel: &Cancel,
 ) -> Result<GrepOutput> {
+    check_length("regex", &input.pattern, limits)?;
+    cancel.check()?;
+    // Bounded: a pattern whose compiled form would pass the size limit is
+    // refused while it is being built, before it takes more.
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(input.case_insensitive)
         .line_terminator(Some(b'\n'))
+        .size_limit(limits.regex_size_limit)
+        .dfa_size_limit(limits.regex_dfa_size_limit)
         .build(&input.pattern)
         .map_err(|e| SurveyError::BadPattern {
             what: "regex",
             pattern: input.pattern.clone(),
-            message: regex_message(&e.to_string()),
+            message: regex_message(&e.to_string(), limits),
         })?;
+    cancel.check()?;
     let given = input.path.as_deref().unwrap_or(".");
     let base = root.resolve(given)?;
     std::fs::metadata(&base).map_err(|source| not_found_or(given, source))?;
@@ -112,7 +120,7 @@ pub(crate) fn grep(
         cancel,
     };
     let workers = parallel(
-        &walker(&base),
+        &walker(root, &base),
         cancel,
         || Worker {
             matcher: matcher.clone(),
@@ -136,7 +144,14 @@ pub(crate) fn grep(
 
 /// The parser's complaint without the picture of the (wrapped) pattern,
 /// and how to search for a literal.
-fn regex_message(full: &str) -> String {
+fn regex_message(full: &str, limits: &Limits) -> String {
+    if full.contains("size limit") {
+        return format!(
+            "compiled, it would take more than {} bytes (the limit); use fewer or smaller \
+             repetitions (`{{n}}`), or a literal",
+            limits.regex_size_limit
+        );
+    }
     let last = full
         .lines()
         .rev()
@@ -237,10 +252,22 @@ impl Search<'_> {
             matched: 0,
             binary: false,
         };
+        // Opened beneath the root: a file swapped for a symlink after the
+        // walk saw it is not followed out of the root.
         // An unreadable file is left out, as ripgrep does.
+        let Ok(file) = self.root.open(entry.path(), Links::Inside) else {
+            return;
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return;
+        }
+        let reader = Checked {
+            file,
+            cancel: self.cancel,
+        };
         if worker
             .searcher
-            .search_path(&worker.matcher, entry.path(), &mut sink)
+            .search_reader(&worker.matcher, reader, &mut sink)
             .is_err()
         {
             return;
@@ -259,6 +286,22 @@ impl Search<'_> {
             }
             found.add(path, lines, sink.records, self.max);
         }
+    }
+}
+
+/// A file that stops being read once the call is cancelled: a search
+/// checks at every block it reads, matches or not.
+struct Checked<'a> {
+    file: std::fs::File,
+    cancel: &'a Cancel,
+}
+
+impl std::io::Read for Checked<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            return Err(std::io::Error::other("cancelled"));
+        }
+        self.file.read(buf)
     }
 }
 

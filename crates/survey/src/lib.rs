@@ -1,11 +1,15 @@
 #![doc = include_str!("../README.md")]
 
+#[cfg(test)]
+mod abuse;
 mod cancel;
 mod error;
 mod glob;
 mod grep;
+mod hidden;
 mod limits;
 mod list_dir;
+mod open;
 mod read;
 mod root;
 mod survey;
@@ -17,6 +21,7 @@ pub use cancel::Cancel;
 pub use error::{Result, SurveyError};
 pub use glob::{GlobInput, GlobOutput};
 pub use grep::{GrepInput, GrepLine, GrepOutput};
+pub use hidden::Hidden;
 pub use limits::Limits;
 pub use list_dir::{Entry, ListDirInput, ListDirOutput};
 pub use read::{FileText, ReadManyFilesInput, ReadManyFilesOutput, SkipReason, Skipped};

@@ -31,6 +31,16 @@ pub struct Limits {
     pub max_total_bytes: usize,
     /// `read_many_files`: files read (default 100).
     pub max_files: usize,
+    /// `grep` and `glob`: the longest pattern accepted, in bytes (default
+    /// 1024).
+    pub max_pattern_bytes: usize,
+    /// `grep`: the most memory a compiled regular expression may take, in
+    /// bytes (default 1 MiB); a larger one is refused before it is built.
+    pub regex_size_limit: usize,
+    /// `grep`: the most memory each search thread's lazy DFA may take, in
+    /// bytes (default 1 MiB); past it the search goes on more slowly
+    /// instead of growing.
+    pub regex_dfa_size_limit: usize,
 }
 
 impl Default for Limits {
@@ -45,6 +55,9 @@ impl Default for Limits {
             max_file_bytes: 64 * 1024,
             max_total_bytes: 512 * 1024,
             max_files: 100,
+            max_pattern_bytes: 1024,
+            regex_size_limit: 1024 * 1024,
+            regex_dfa_size_limit: 1024 * 1024,
         }
     }
 }
@@ -101,6 +114,24 @@ impl Limits {
     /// `read_many_files`: files read.
     pub fn with_max_files(mut self, files: usize) -> Limits {
         self.max_files = files;
+        self
+    }
+
+    /// `grep` and `glob`: the longest pattern accepted, in bytes.
+    pub fn with_max_pattern_bytes(mut self, bytes: usize) -> Limits {
+        self.max_pattern_bytes = bytes;
+        self
+    }
+
+    /// `grep`: the most memory a compiled regular expression may take.
+    pub fn with_regex_size_limit(mut self, bytes: usize) -> Limits {
+        self.regex_size_limit = bytes;
+        self
+    }
+
+    /// `grep`: the most memory each search thread's lazy DFA may take.
+    pub fn with_regex_dfa_size_limit(mut self, bytes: usize) -> Limits {
+        self.regex_dfa_size_limit = bytes;
         self
     }
 }

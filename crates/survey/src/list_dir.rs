@@ -2,6 +2,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::open::Links;
 use crate::walk::{EntryType, keep_first, parallel, walker};
 use crate::{Cancel, Limits, Result, Root, SurveyError};
 
@@ -67,7 +68,7 @@ pub(crate) fn list_dir(
     }
 
     let max = limits.max_entries;
-    let mut builder = walker(&start);
+    let mut builder = walker(root, &start);
     builder.max_depth(Some(depth));
     // Sizes are read (one stat each) only for the entries shown, after the
     // walk: on a large tree, most of a listing's time would go there.
@@ -106,7 +107,13 @@ pub(crate) fn list_dir(
     for Listed { mut entry, abs, .. } in kept {
         cancel.check()?;
         if entry.kind == EntryType::File {
-            entry.size = std::fs::symlink_metadata(&abs).ok().map(|m| m.len());
+            // Opened beneath the root: a file swapped for a symlink is not
+            // followed out of it.
+            entry.size = root
+                .open(&abs, Links::Inside)
+                .ok()
+                .and_then(|file| file.metadata().ok())
+                .map(|m| m.len());
         }
         entries.push(entry);
     }

@@ -3,7 +3,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::glob::matching;
+use crate::glob::{check_length, matching};
+use crate::open::{Links, OpenError};
 use crate::text::{cut, floor_boundary};
 use crate::{Cancel, Limits, Result, Root, SurveyError};
 
@@ -75,6 +76,8 @@ pub enum SkipReason {
     OutsideRoot,
     /// Reading it failed.
     Unreadable,
+    /// It is hidden from this caller (see [`Hidden`](crate::Hidden)).
+    Hidden,
 }
 
 pub(crate) fn read_many_files(
@@ -95,6 +98,7 @@ pub(crate) fn read_many_files(
                 false,
             ),
             (None, Some(glob)) => {
+                check_length("glob", glob, limits)?;
                 let (paths, count) = matching(root, root.path(), glob, limits.max_files, cancel)?;
                 (paths, count, true)
             }
@@ -112,6 +116,7 @@ pub(crate) fn read_many_files(
             Err(SurveyError::OutsideRoot { .. }) if from_glob => {
                 resolved.push((path, Err(SkipReason::OutsideRoot)));
             }
+            Err(SurveyError::Hidden { .. }) => resolved.push((path, Err(SkipReason::Hidden))),
             Err(e) => return Err(e),
         }
     }
@@ -136,7 +141,7 @@ pub(crate) fn read_many_files(
                 continue;
             }
         };
-        match read_one(&abs, limits.max_file_bytes.min(budget)) {
+        match read_one(root, &abs, limits.max_file_bytes.min(budget)) {
             Ok(Some((text, bytes, shown))) => {
                 budget -= shown;
                 out.files.push(FileText {
@@ -159,6 +164,7 @@ pub(crate) fn read_many_files(
 /// The first `max` bytes of the file at `abs` as text, its size and the
 /// bytes shown; `None` for a binary file.
 fn read_one(
+    root: &Root,
     abs: &std::path::Path,
     max: usize,
 ) -> std::result::Result<Option<(String, u64, usize)>, SkipReason> {
@@ -166,11 +172,17 @@ fn read_one(
         std::io::ErrorKind::NotFound => SkipReason::NotFound,
         _ => SkipReason::Unreadable,
     };
-    let meta = std::fs::metadata(abs).map_err(unreadable)?;
+    // Opened beneath the root, then looked at: what is read is what was
+    // checked, whatever the tree became since `Root::resolve`.
+    let file = match root.open(abs, Links::Inside) {
+        Ok(file) => file,
+        Err(OpenError::Outside) => return Err(SkipReason::OutsideRoot),
+        Err(OpenError::Io(e)) => return Err(unreadable(e)),
+    };
+    let meta = file.metadata().map_err(unreadable)?;
     if !meta.is_file() {
         return Err(SkipReason::NotAFile);
     }
-    let file = std::fs::File::open(abs).map_err(unreadable)?;
     let mut head = Vec::with_capacity(max.min(meta.len() as usize) + 1);
     // One byte more than shown tells whether the file goes on.
     file.take(max as u64 + 1)

@@ -1,6 +1,8 @@
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-use crate::{Result, SurveyError};
+use crate::open::{Links, OpenError, open_beneath};
+use crate::{Hidden, Result, SurveyError};
 
 /// The directory every operation is confined to.
 ///
@@ -15,12 +17,23 @@ use crate::{Result, SurveyError};
 /// - a path through a symlink whose target is outside the root (a dangling
 ///   symlink is judged by its target, read lexically).
 ///
-/// Walks never follow symlinks (they are reported as symlinks), so nothing
-/// below a checked path leaves the root either. The checks are made when the
-/// operation starts; a tree changed while it runs is not re-checked.
+/// Walks never follow symlinks (they are reported as symlinks), and every
+/// file or directory read is opened beneath the root's own descriptor,
+/// without following a symlink out of it (`openat2` with
+/// `RESOLVE_BENEATH` on Linux, a walk of `O_NOFOLLOW` opens where it is
+/// missing and on other Unixes): a symlink swapped in while an operation
+/// runs cannot make it read a file outside.
+///
+/// [`Root::with_hidden`] also leaves [`Hidden`] paths out (for callers
+/// below `creator`): they are refused with [`SurveyError::Hidden`] when
+/// named, and left out of walks.
 #[derive(Debug, Clone)]
 pub struct Root {
     dir: PathBuf,
+    /// The root directory, open: every open starts from it.
+    #[cfg(unix)]
+    fd: Arc<std::fs::File>,
+    hidden: Option<Arc<Hidden>>,
 }
 
 impl Root {
@@ -38,7 +51,25 @@ impl Root {
                 "not a directory",
             )));
         }
-        Ok(Self { dir })
+        #[cfg(unix)]
+        let fd = Arc::new(std::fs::File::open(&dir).map_err(bad)?);
+        Ok(Self {
+            dir,
+            #[cfg(unix)]
+            fd,
+            hidden: None,
+        })
+    }
+
+    /// The same root, leaving `hidden` out of every result.
+    pub fn with_hidden(mut self, hidden: Hidden) -> Root {
+        self.hidden = Some(Arc::new(hidden));
+        self
+    }
+
+    /// What this root leaves out, when it hides anything.
+    pub fn hidden(&self) -> Option<&Hidden> {
+        self.hidden.as_deref()
     }
 
     /// The root directory, canonical.
@@ -91,7 +122,90 @@ impl Root {
                 return Err(outside());
             }
         }
+        if self.is_hidden(&abs) {
+            return Err(SurveyError::Hidden {
+                path: given.to_string_lossy().into_owned(),
+            });
+        }
         Ok(abs)
+    }
+
+    /// Whether `abs` (inside the root) is hidden from this root's callers:
+    /// by a pattern or a file, through the symlinks on its way, or by the
+    /// ignore rules.
+    pub(crate) fn is_hidden(&self, abs: &Path) -> bool {
+        let Some(hidden) = &self.hidden else {
+            return false;
+        };
+        let real = std::fs::canonicalize(abs).ok();
+        [Some(abs), real.as_deref()]
+            .into_iter()
+            .flatten()
+            .any(|at| {
+                let rel = at.strip_prefix(&self.dir).unwrap_or(at);
+                hidden.is_hidden(rel) || hidden.is_hidden_file(at) || self.ignored(rel)
+            })
+    }
+
+    /// Whether a walk would leave `rel` out by the ignore rules: those of
+    /// each directory from the root down, the deepest deciding.
+    fn ignored(&self, rel: &Path) -> bool {
+        use ignore::Match;
+        use ignore::gitignore::GitignoreBuilder;
+        let parts: Vec<Component<'_>> = rel.components().collect();
+        if parts.is_empty() {
+            return false;
+        }
+        let abs = self.dir.join(rel);
+        let is_dir = std::fs::symlink_metadata(&abs).is_ok_and(|m| m.is_dir());
+        let mut dirs = vec![self.dir.clone()];
+        for part in &parts[..parts.len() - 1] {
+            let mut next = dirs[dirs.len() - 1].clone();
+            next.push(part);
+            dirs.push(next);
+        }
+        for dir in dirs.iter().rev() {
+            let mut rules = GitignoreBuilder::new(dir);
+            for file in [".gitignore", ".ignore"] {
+                let _missing = rules.add(dir.join(file));
+            }
+            if *dir == self.dir {
+                let _missing = rules.add(dir.join(".git/info/exclude"));
+            }
+            let Ok(rules) = rules.build() else {
+                continue;
+            };
+            let below = abs.strip_prefix(dir).unwrap_or(rel);
+            match rules.matched_path_or_any_parents(below, is_dir) {
+                Match::Ignore(_) => return true,
+                Match::Whitelist(_) => return false,
+                Match::None => {}
+            }
+        }
+        false
+    }
+
+    /// Opens `abs` (inside the root) for reading, beneath the root: a
+    /// symlink on the way that leads out of it (or, through a root that
+    /// hides, any symlink; with `links` [`Links::Never`], any symlink) is
+    /// not followed.
+    pub(crate) fn open(
+        &self,
+        abs: &Path,
+        links: Links,
+    ) -> std::result::Result<std::fs::File, OpenError> {
+        let rel = abs
+            .strip_prefix(&self.dir)
+            .map_err(|_| OpenError::Outside)?;
+        let links = if self.hidden.is_some() {
+            Links::Never
+        } else {
+            links
+        };
+        #[cfg(unix)]
+        return open_beneath(&self.fd, rel, links);
+        #[cfg(not(unix))]
+        return open_beneath(&self.dir, rel, links);
     }
 
     /// `abs` relative to the root, `/`-separated and lossy for names that

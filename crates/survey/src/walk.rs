@@ -6,15 +6,18 @@ use std::sync::{Mutex, PoisonError};
 use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use serde::Serialize;
 
-use crate::{Cancel, Result};
+use crate::{Cancel, Result, Root};
 
 /// A walker from `start` with ripgrep's ignore rules: `.gitignore` (inside a
 /// git repository or not), `.git/info/exclude`, `.ignore`, and those of the
 /// parent directories; hidden files are included, `.git` is skipped, the
 /// user's global gitignore is not read (the answer must not depend on whose
-/// machine runs it), and symlinks are never followed below `start`.
-pub(crate) fn walker(start: &Path) -> WalkBuilder {
+/// machine runs it), symlinks are never followed below `start`, and what
+/// `root` hides is left out (a hidden directory is not entered).
+pub(crate) fn walker(root: &Root, start: &Path) -> WalkBuilder {
     let mut builder = WalkBuilder::new(start);
+    let dir = root.path().to_path_buf();
+    let hidden = root.hidden().cloned();
     builder
         .hidden(false)
         .parents(true)
@@ -24,7 +27,13 @@ pub(crate) fn walker(start: &Path) -> WalkBuilder {
         .git_global(false)
         .require_git(false)
         .follow_links(false)
-        .filter_entry(|entry| entry.file_name() != ".git");
+        .filter_entry(move |entry| {
+            entry.file_name() != ".git"
+                && !hidden.as_ref().is_some_and(|hidden| {
+                    let rel = entry.path().strip_prefix(&dir).unwrap_or(entry.path());
+                    hidden.is_hidden(rel) || hidden.is_hidden_file(entry.path())
+                })
+        });
     builder
 }
 

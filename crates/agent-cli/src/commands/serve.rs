@@ -101,6 +101,16 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         }
         (None, settings) => settings,
     };
+    // The audit trail holds callers' calls: below the creator, the survey
+    // tools never show it, wherever it is.
+    if let Some(AuditSettings {
+        target: AuditTarget::File(path),
+        ..
+    }) = &audit
+        && let Some(survey) = options.survey.take()
+    {
+        options.survey = Some(survey.with_hidden_file(path.clone()));
+    }
     if http.is_none()
         && audit
             .as_ref()

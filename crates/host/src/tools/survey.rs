@@ -1,7 +1,8 @@
 //! The survey tools (`list_dir`, `glob`, `grep`, `read_many_files`), run
 //! on a blocking thread under a timeout.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use core_agent_mcp_config::{Limits, TrustLevel};
@@ -54,17 +55,35 @@ impl Session {
         tool: core_agent_survey::Tool,
         arguments: JsonObject,
     ) -> Result<CallToolResult> {
-        let Some(survey) = self.host.survey.clone() else {
+        let Some(surveys) = self.host.survey.clone() else {
             return Err(Error::UnknownTool {
                 name: tool.name().to_owned(),
                 suggestions: Vec::new(),
             });
         };
+        // Below the creator, secrets and core-agent's own files are hidden.
+        let survey = if self.level == TrustLevel::Creator {
+            surveys.full.clone()
+        } else {
+            surveys.hidden.clone()
+        };
         let timeout = self.host.options.call_timeout.unwrap_or(SURVEY_TIMEOUT);
+        let caller = self.owner.clone().unwrap_or_else(|| self.key.clone());
+        // Held by the blocking task, so a call that timed out still counts
+        // until its work has stopped.
+        let Some(slot) = surveys.slot(&caller) else {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "`{}` is busy: {} survey calls run at once ({} per caller); retry when one of yours has ended",
+                tool.name(),
+                surveys.max_calls,
+                surveys.max_per_caller
+            ))]));
+        };
         let cancel = core_agent_survey::Cancel::new();
         // Set when this future ends, however it ends: the walk stops soon after.
         let _stop = CancelOnDrop(cancel.clone());
         let task = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
             survey
                 .call(tool, Value::Object(arguments), &cancel)
                 .map(|out| serde_json::to_string(&out))
@@ -110,21 +129,115 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// The survey tools over their root: as the creator sees it, as everyone
+/// else does (hidden paths left out), and the calls running.
+#[derive(Debug)]
+pub(crate) struct Surveys {
+    /// For the creator: nothing hidden.
+    pub(crate) full: Arc<core_agent_survey::Survey>,
+    /// For every other level.
+    pub(crate) hidden: Arc<core_agent_survey::Survey>,
+    max_calls: usize,
+    max_per_caller: usize,
+    /// Calls running, per caller; their sum is at most `max_calls`.
+    running: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl Surveys {
+    /// A slot for one call of `caller`, or `None` when all the slots (or
+    /// the caller's) are taken.
+    fn slot(&self, caller: &str) -> Option<Slot> {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let total: usize = running.values().sum();
+        let mine = running.get(caller).copied().unwrap_or(0);
+        if total >= self.max_calls || mine >= self.max_per_caller {
+            return None;
+        }
+        running.insert(caller.to_owned(), mine + 1);
+        Some(Slot {
+            running: self.running.clone(),
+            caller: caller.to_owned(),
+        })
+    }
+}
+
+/// A running survey call's place; given back when dropped.
+struct Slot {
+    running: Arc<Mutex<HashMap<String, usize>>>,
+    caller: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = running.get_mut(&self.caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                running.remove(&self.caller);
+            }
+        }
+    }
+}
+
 /// The survey over the configured root, or why it cannot be used.
 pub(crate) fn open_survey(
     options: Option<&SurveyOptions>,
-) -> (Option<Arc<core_agent_survey::Survey>>, Option<String>) {
+) -> (Option<Arc<Surveys>>, Option<String>) {
     let Some(options) = options else {
         return (None, None);
     };
+    let mut hidden = core_agent_survey::Hidden::new();
+    for pattern in &options.hidden {
+        hidden = match hidden.with_pattern(pattern) {
+            Ok(hidden) => hidden,
+            Err(e) => return (None, Some(format!("the survey tools are off: {e}"))),
+        };
+    }
+    for file in &options.hidden_files {
+        hidden = hidden.with_file(file);
+    }
     match core_agent_survey::Root::new(&options.root) {
-        Ok(root) => (
-            Some(Arc::new(core_agent_survey::Survey::with_limits(
-                root,
-                options.limits.clone(),
-            ))),
-            None,
-        ),
+        Ok(root) => {
+            let survey = |root| {
+                Arc::new(core_agent_survey::Survey::with_limits(
+                    root,
+                    options.limits.clone(),
+                ))
+            };
+            let surveys = Surveys {
+                full: survey(root.clone()),
+                hidden: survey(root.with_hidden(hidden)),
+                max_calls: options.max_calls.max(1),
+                max_per_caller: options.max_calls_per_caller.max(1),
+                running: Arc::default(),
+            };
+            (Some(Arc::new(surveys)), None)
+        }
         Err(e) => (None, Some(format!("the survey tools are off: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn survey_calls_are_capped_per_caller_and_in_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = SurveyOptions::new(dir.path()).with_max_calls(2, 1);
+        let (surveys, warning) = open_survey(Some(&options));
+        assert_eq!(warning, None);
+        let surveys = surveys.unwrap();
+        let a = surveys.slot("a").unwrap();
+        assert!(surveys.slot("a").is_none(), "one per caller");
+        let b = surveys.slot("b").unwrap();
+        assert!(surveys.slot("c").is_none(), "two in all");
+        drop(a);
+        let _c = surveys.slot("c").unwrap();
+        assert!(surveys.slot("a").is_none(), "two in all again");
+        drop(b);
+        let _a = surveys.slot("a").unwrap();
+        assert!(surveys.hidden.root().hidden().is_some());
+        assert!(surveys.full.root().hidden().is_none());
     }
 }
