@@ -141,6 +141,19 @@ impl Redactor {
         Redactor::build(names, values)
     }
 
+    /// The secrets of both.
+    #[must_use]
+    pub fn union(&self, other: &Redactor) -> Redactor {
+        match (&self.inner, &other.inner) {
+            (_, None) => self.clone(),
+            (None, Some(_)) => other.clone(),
+            (Some(a), Some(b)) => Redactor::build(
+                a.names.iter().chain(&b.names).cloned().collect(),
+                a.values.iter().chain(&b.values).cloned().collect(),
+            ),
+        }
+    }
+
     /// The names of the secrets it protects, sorted (never their values).
     pub fn names(&self) -> &[String] {
         self.inner.as_ref().map_or(&[], |i| i.names.as_slice())
@@ -324,6 +337,9 @@ mod tests {
         let red = red.with([("LONG", "123456")]);
         assert_eq!(red.redact("x123456x"), "x***x");
         assert_eq!(red.names(), ["LONG"]);
+        let both = red.union(&r(&[("OTHER", "abcdefg")]));
+        assert_eq!(both.redact("123456 abcdefg"), "*** ***");
+        assert_eq!(both.names(), ["LONG", "OTHER"]);
     }
 
     #[test]
