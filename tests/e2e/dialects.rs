@@ -23,10 +23,9 @@ fn a_dot_mcp_json_with_env_from_dotenv_works_end_to_end() {
         })
         .to_string(),
     );
-    p.write(
-        ".env",
-        "CA_E2E_DOTENV=from-dotenv\nCA_E2E_BOTH=from-dotenv\n",
-    );
+    // Values under 6 bytes: longer ones are secrets, redacted from what
+    // core-agent prints (the fixture's answer included).
+    p.write(".env", "CA_E2E_DOTENV=file\nCA_E2E_BOTH=dotv\n");
     let call = |name: &str| {
         let mut cmd = p.command(&[
             "call",
@@ -34,19 +33,19 @@ fn a_dot_mcp_json_with_env_from_dotenv_works_end_to_end() {
             "fx_env",
             &json!({"name": name}).to_string(),
         ]);
-        cmd.env("CA_E2E_BOTH", "from-environment")
+        cmd.env("CA_E2E_BOTH", "real")
             .env_remove("CA_E2E_UNSET")
             .env_remove("CA_E2E_DOTENV");
         let run = p.run_with(cmd);
         run.expect_code(0);
         run.stdout
     };
-    assert_eq!(call("FROM_FILE"), "from-dotenv\n");
+    assert_eq!(call("FROM_FILE"), "file\n");
     assert_eq!(call("DEFAULTED"), "fallback\n");
     assert_eq!(call("ESCAPED"), "${CA_E2E_DOTENV}\n");
     assert_eq!(
         call("OVERRIDDEN"),
-        "from-environment\n",
+        "real\n",
         "the real environment wins over .env"
     );
 

@@ -12,6 +12,7 @@
 
 mod abuse_http;
 mod abuse_survey;
+mod abuse_secrets;
 mod auth;
 mod cli;
 mod config;

@@ -41,7 +41,7 @@ fn main() -> ExitCode {
             }
             Ok(None) => {}
             Err(e) => {
-                eprintln!("core-agent: {e}");
+                errln!("core-agent: {e}");
                 return ExitCode::from(USAGE);
             }
         }
@@ -56,7 +56,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("core-agent: cannot start the async runtime: {e}");
+            errln!("core-agent: cannot start the async runtime: {e}");
             return ExitCode::from(FAILED);
         }
     };
@@ -83,7 +83,7 @@ fn init_tracing(otel: Option<&core_agent_gateway::Otel>) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORE_AGENT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
     let log = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(|| render::RedactedStderr)
         .with_target(false)
         .with_filter(filter);
     let registry = tracing_subscriber::registry().with(log);

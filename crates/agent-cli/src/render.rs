@@ -1,14 +1,17 @@
 //! What the commands print: stdout lines that survive a closed pipe, JSON,
 //! a tool's result, a Host error in the CLI's words, and the small helpers
-//! that keep untrusted text safe and counts readable.
+//! that keep untrusted text safe and counts readable. Every line goes out
+//! without the secrets the config knows (`set_redactor`).
 
-/// Writes a line to stdout. A closed stdout (`core-agent … | head`) is not
+/// Writes a line to stdout, with every known secret redacted
+/// ([`set_redactor`]). A closed stdout (`core-agent … | head`) is not
 /// an error worth a panic: the rest of the output is dropped, and the
 /// command still stops its servers and exits as it would have.
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = writeln!(std::io::stdout(), "{}", $crate::render::redacted(&text));
     }};
 }
 
@@ -16,8 +19,50 @@ macro_rules! outln {
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stdout(), $($arg)*);
+        let text = format!($($arg)*);
+        let _ = write!(std::io::stdout(), "{}", $crate::render::redacted(&text));
     }};
+}
+
+/// `eprintln!`, with every known secret redacted ([`set_redactor`]).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        let text = format!($($arg)*);
+        eprintln!("{}", $crate::render::redacted(&text));
+    }};
+}
+
+/// The secrets every printed line is cleaned of, once the config is loaded.
+static REDACTOR: std::sync::OnceLock<core_agent_mcp_config::Redactor> = std::sync::OnceLock::new();
+
+/// Sets the secrets [`outln!`], [`out!`], [`errln!`] and the log lines
+/// redact (the first call wins: one config per run).
+pub(crate) fn set_redactor(redactor: core_agent_mcp_config::Redactor) {
+    let _ = REDACTOR.set(redactor);
+}
+
+/// `text` with every known secret replaced.
+pub(crate) fn redacted(text: &str) -> std::borrow::Cow<'_, str> {
+    match REDACTOR.get() {
+        Some(r) => r.redact(text),
+        None => std::borrow::Cow::Borrowed(text),
+    }
+}
+
+/// Log lines on their way to stderr, redacted ([`set_redactor`]): each
+/// event is formatted whole, then written once.
+pub(crate) struct RedactedStderr;
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(redacted(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
 }
 
 use core_agent_mcp_config::TrustLevel;
@@ -32,7 +77,7 @@ pub(crate) fn report_ready(
     server: &core_agent_mcp_transport::Server,
     summary: Option<&ServerSummary>,
 ) {
-    eprintln!("{}", term::ready_line(server, summary).0);
+    errln!("{}", term::ready_line(server, summary).0);
 }
 
 pub(crate) fn print_json(value: &impl serde::Serialize) {
@@ -90,7 +135,7 @@ pub(crate) fn render_error(e: &core_agent_host::Error) -> String {
 }
 
 pub(crate) fn clean(s: &str) -> String {
-    core_agent_host::terminal_safe(s)
+    core_agent_host::terminal_safe(&redacted(s))
 }
 
 pub(crate) fn first_line(s: &str) -> &str {

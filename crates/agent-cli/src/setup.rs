@@ -48,7 +48,7 @@ impl Setup {
         let (Some(start_timeout), Some(call_timeout)) =
             (seconds(global.start_timeout), call_timeout)
         else {
-            eprintln!(
+            errln!(
                 "core-agent: --start-timeout and --call-timeout take a positive number of seconds"
             );
             return None;
@@ -79,10 +79,32 @@ pub(crate) fn load_config(paths: &ConfigPaths) -> Option<Config> {
     match core_agent_mcp_config::load(paths) {
         Ok(c) => Some(c),
         Err(e) => {
-            eprintln!("core-agent: bad config:\n{e}");
+            errln!("core-agent: bad config:\n{e}");
             None
         }
     }
+}
+
+/// The gateway's credentials, as the host's own (see
+/// `HostConfig::from_config`): the variables `gateway.tokens` and the
+/// introspection client secret read are inherited by no stdio server that
+/// does not name them, and their values are redacted.
+fn guard_gateway_secrets(
+    options: &mut core_agent_host::HostOptions,
+    tokens: &[core_agent_gateway::GatewayToken],
+    oauth: Option<&core_agent_gateway::OAuthConfig>,
+) {
+    let mut names: Vec<String> = tokens.iter().map(|t| t.env.clone()).collect();
+    if let Some(i) = oauth.and_then(|o| o.introspection.as_ref()) {
+        names.extend(i.client_secret.variables().map(str::to_owned));
+    }
+    let mut withheld = (*options.start.withheld).clone();
+    withheld.extend(names.iter().cloned());
+    options.start.withheld = Arc::new(withheld);
+    let values = names
+        .into_iter()
+        .filter_map(|n| std::env::var(&n).ok().map(|v| (n, v)));
+    options.start.redactor = options.start.redactor.with(values);
 }
 
 /// Whether a person can be asked: prompts read stdin and draw on stderr.
@@ -133,7 +155,7 @@ impl Launch {
         ) {
             Ok(p) => p,
             Err(e) => {
-                eprintln!("core-agent: bad config:\n{e}");
+                errln!("core-agent: bad config:\n{e}");
                 return Err(USAGE);
             }
         };
@@ -149,7 +171,7 @@ impl Launch {
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
             Err(e) => {
-                eprintln!("core-agent: bad config:\n{e}");
+                errln!("core-agent: bad config:\n{e}");
                 return Err(USAGE);
             }
         };
@@ -161,16 +183,18 @@ impl Launch {
         } = match HostConfig::from_config(&config, permissions, &setup.overrides) {
             Ok(h) => h,
             Err(e) => {
-                eprintln!("core-agent: {e}");
+                errln!("core-agent: {e}");
                 return Err(USAGE);
             }
         };
         for notice in notices {
-            eprintln!("core-agent: {notice}");
+            errln!("core-agent: {notice}");
         }
         if let Some(survey) = options.survey.take() {
             options.survey = Some(survey.with_hidden(survey_hidden));
         }
+        guard_gateway_secrets(&mut options, &gateway_tokens, gateway_oauth.as_ref());
+        crate::render::set_redactor(options.start.redactor.clone());
         options.commands = Some(Arc::new(crate::words::commands::CliCommands));
         options.start.elicitor = if can_prompt() {
             Arc::new(term::TtyElicitor::new(screen.clone()))
@@ -190,7 +214,7 @@ impl Launch {
         let stop = match StopSignals::install() {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("core-agent: cannot catch SIGINT/SIGTERM: {e}");
+                errln!("core-agent: cannot catch SIGINT/SIGTERM: {e}");
                 return Err(FAILED);
             }
         };
@@ -287,7 +311,7 @@ pub(crate) async fn with_session(
             host = Host::start(&config, &env, options, &ready) => Arc::new(host),
             signal = stop.next() => {
                 startup.finish();
-                eprintln!("core-agent: {signal} while starting: stopped the servers");
+                errln!("core-agent: {signal} while starting: stopped the servers");
                 return 130;
             }
         }
@@ -302,7 +326,7 @@ pub(crate) async fn with_session(
         signal = stop.next() => {
             startup.finish();
             let when = if host.all_started() { "" } else { " while starting" };
-            eprintln!("core-agent: {signal}{when}: stopping the servers");
+            errln!("core-agent: {signal}{when}: stopping the servers");
             130
         }
     };
@@ -320,7 +344,7 @@ pub(crate) fn supervisor() -> Option<core_agent_mcp_transport::Supervisor> {
     match core_agent_mcp_transport::Supervisor::current_exe() {
         Ok(s) => Some(s),
         Err(e) => {
-            eprintln!(
+            errln!(
                 "core-agent: cannot find its own path ({e}); stdio servers are started without a supervisor"
             );
             None
@@ -356,7 +380,7 @@ impl Elicitor for NoticeDecline {
         server: &'a str,
         request: ElicitRequestParams,
     ) -> BoxFuture<'a, ElicitResult> {
-        eprintln!(
+        errln!(
             "core-agent: mcp: {server}: declined an elicitation request ({}); no terminal to ask on",
             clean(&describe_request(&request))
         );

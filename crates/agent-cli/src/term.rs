@@ -76,7 +76,7 @@ impl Screen {
         self.multi.suspend(|| {
             #[allow(clippy::print_stderr)]
             {
-                eprintln!("{line}");
+                errln!("{line}");
             }
         });
     }

@@ -25,7 +25,7 @@ impl WarningLog {
     /// Prints the host's warnings not printed before.
     pub(crate) fn print_new(&self, host: &Host) {
         for warning in self.fresh(host.warnings()) {
-            eprintln!("core-agent: {}", crate::clean(&warning));
+            errln!("core-agent: {}", crate::clean(&warning));
         }
     }
 

@@ -88,7 +88,7 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use futures::StreamExt;
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, GetPromptRequestParams, JsonObject,
+    CallToolRequestParams, CallToolResult, ContentBlock, GetPromptRequestParams, JsonObject,
     ReadResourceRequestParams,
 };
 use rmcp::service::{Peer, RoleClient, RunningService};
@@ -115,8 +115,51 @@ fn main() {
         return;
     }
     let mut c = Criterion::default().configure_from_args();
+    redaction(&mut c);
     calls(&mut c);
     c.final_summary();
+}
+
+/// What scanning a call's 64 KiB result for secrets costs at the exits
+/// (`gateway_redact`): the text of a result (JSON records, no secret in
+/// it: the common case) through a redactor of 8 secrets (`scanned`) and
+/// through one of none (`unscanned`, a call whose config has no secret).
+/// `cargo xtask bench gateway` prints the p50 of each and what the scan adds.
+fn redaction(c: &mut Criterion) {
+    let secrets: Vec<(String, String)> = (0..8)
+        .map(|i| {
+            (
+                format!("SECRET_{i}"),
+                format!("ghp_{i}xY7secret-value-{i}{i}"),
+            )
+        })
+        .collect();
+    let scanned = core_agent_mcp_config::Redactor::new(secrets);
+    let unscanned = core_agent_mcp_config::Redactor::default();
+    let record = "{\"sku\": 12345, \"name\": \"Widget, large\", \"price\": 9.99, \"tags\": [\"a\", \"b\"]}\n";
+    let text = record.repeat(64 * 1024 / record.len() + 1)[..64 * 1024].to_owned();
+    let result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    let mut g = c.benchmark_group("gateway_redact");
+    g.sample_size(50)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(2))
+        .throughput(Throughput::Bytes(64 * 1024));
+    for (name, redactor) in [("unscanned", &unscanned), ("scanned", &scanned)] {
+        g.bench_function(BenchmarkId::from_parameter(name), |b| {
+            b.iter(|| {
+                let mut changed = 0;
+                for block in &black_box(&result).content {
+                    if let ContentBlock::Text(t) = block
+                        && matches!(redactor.redact(&t.text), std::borrow::Cow::Owned(_))
+                    {
+                        changed += 1;
+                    }
+                }
+                black_box(changed)
+            })
+        });
+    }
+    g.finish();
 }
 
 /// The demo server on stdin/stdout, as `examples/gateway_demo_server` runs it.

@@ -221,6 +221,8 @@ pub struct AuditLog {
     arguments: bool,
     /// Strings never written verbatim (the gateway's static tokens).
     secrets: Vec<String>,
+    /// Known secret values, replaced in every line.
+    redactor: core_agent_mcp_config::Redactor,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -280,8 +282,17 @@ impl AuditLog {
             queue_bytes: QUEUE_BYTES,
             arguments: settings.arguments,
             secrets: secrets.into_iter().filter(|s| !s.is_empty()).collect(),
+            redactor: core_agent_mcp_config::Redactor::default(),
             writer: Mutex::new(Some(writer)),
         })
+    }
+
+    /// Replaces every value `redactor` knows (placeholder and `.env`
+    /// values, core-agent's credentials) in each line it writes.
+    #[must_use]
+    pub fn with_redactor(mut self, redactor: core_agent_mcp_config::Redactor) -> AuditLog {
+        self.redactor = redactor;
+        self
     }
 
     /// The line of one call a session decided.
@@ -371,6 +382,10 @@ impl AuditLog {
         // The count this line carries is not lost with it when it is dropped.
         let carried = carried(&line);
         let text = Value::Object(line).to_string();
+        let text = match self.redactor.redact(&text) {
+            std::borrow::Cow::Borrowed(_) => text,
+            std::borrow::Cow::Owned(clean) => clean,
+        };
         let Ok(sender) = self.sender.lock() else {
             return;
         };

@@ -394,10 +394,18 @@ fn served(report: ToolReport, originals: &HashMap<(String, String), Tool>) -> To
 
 /// What a host error becomes for the client: an unknown tool is a protocol
 /// error (-32602); everything else is a tool error the model can read.
-fn refusal(e: &HostError, elicits: bool) -> Result<CallToolResponse, ErrorData> {
+/// Known secret values in its text are replaced (`redactor`).
+fn refusal(
+    e: &HostError,
+    elicits: bool,
+    redactor: &core_agent_mcp_config::Redactor,
+) -> Result<CallToolResponse, ErrorData> {
     let text = match e {
         HostError::UnknownTool { .. } => {
-            return Err(ErrorData::invalid_params(e.to_string(), None));
+            return Err(ErrorData::invalid_params(
+                redactor.redact(&e.to_string()).into_owned(),
+                None,
+            ));
         }
         HostError::Denied {
             unanswered_ask: true,
@@ -414,7 +422,7 @@ fn refusal(e: &HostError, elicits: bool) -> Result<CallToolResponse, ErrorData> 
         _ => e.to_string(),
     };
     Ok(complete(CallToolResult::error(vec![ContentBlock::text(
-        text,
+        redactor.redact(&text).into_owned(),
     )])))
 }
 
@@ -940,7 +948,7 @@ impl ServerHandler for McpSession {
                     )),
                 }
             }
-            Err(e) => refusal(&e, elicits(&cx)),
+            Err(e) => refusal(&e, elicits(&cx), self.gateway.inner.host.redactor()),
         };
         traced.finish(&response);
         response

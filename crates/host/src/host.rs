@@ -336,10 +336,18 @@ impl Host {
     /// end's login command when logging in is what it needs.
     pub(crate) fn problem_of(&self, server: &Server) -> Option<String> {
         let problem = server.problem()?;
+        let problem = self.redactor().redact(&problem).into_owned();
         match self.login_command(server) {
             Some(command) => Some(format!("{problem}: run `{command}`")),
             None => Some(problem),
         }
+    }
+
+    /// The known secret values (the start options' redactor): whatever a
+    /// front end prints, logs or sends that a server or a caller wrote goes
+    /// through it. The host applies it to call results and server problems.
+    pub fn redactor(&self) -> &core_agent_mcp_config::Redactor {
+        &self.options.start.redactor
     }
 
     /// The front end's login command for `server`, when it cannot start

@@ -489,13 +489,17 @@ impl Session {
         level: TrustLevel,
         progress: Option<&ProgressSink>,
     ) -> Result<CallToolResult> {
-        match plan {
+        let result = match plan {
             Planned::Done(result) => result,
             Planned::Run(route, arguments) => self.dispatch(&route, arguments, progress).await,
             Planned::Wait(route, args) => self.wait_and_verify(&route, *args).await,
             Planned::Raw(arguments) => self.retrieve_raw(published, &arguments, level),
             Planned::Survey(tool, arguments) => self.survey(tool, arguments).await,
-        }
+        };
+        result.map(|mut r| {
+            crate::text::redact_result(self.host.redactor(), &mut r);
+            r
+        })
     }
 
     /// Resolve → trust → gate, for any tool: the route of an admitted call.

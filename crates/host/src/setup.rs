@@ -163,6 +163,37 @@ impl std::fmt::Debug for HostConfig {
     }
 }
 
+/// core-agent's own credentials in its environment: redacted wherever
+/// they could show, and inherited by no stdio server.
+const CREDENTIALS: &[&str] = &[
+    "CORE_AGENT_GATEWAY_TOKEN",
+    "CORE_AGENT_LLM_API_KEY",
+    "CORE_AGENT_STORE",
+];
+
+/// Keeps `config`'s secrets from the stdio servers that do not name them
+/// and out of what they write: every variable a placeholder reads, every
+/// `.env` entry and every `CORE_AGENT_*` variable is withheld (added to
+/// `start.withheld`), and their values, with [`CREDENTIALS`], go into
+/// `start.redactor`.
+pub(crate) fn guard_secrets(start: &mut core_agent_mcp_transport::StartOptions, config: &Config) {
+    let env = config.dotenv.over_process();
+    let own: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k.starts_with("CORE_AGENT_"))
+        .collect();
+    let mut withheld = (*start.withheld).clone();
+    withheld.extend(config.secret_variables());
+    withheld.extend(own.iter().map(|(k, _)| k.clone()));
+    start.withheld = Arc::new(withheld);
+    let credentials = own
+        .into_iter()
+        .filter(|(k, _)| CREDENTIALS.contains(&k.as_str()));
+    start.redactor = core_agent_mcp_config::Redactor::of(config, &env)
+        .with(credentials)
+        .union(&start.redactor);
+}
+
 /// The two `config.json` files of a project: `<agents_dir>/config.json` and
 /// `~/.agents/config.json` (none when `HOME` is unset or empty).
 pub fn permission_files(agents_dir: &Path) -> (PathBuf, Option<PathBuf>) {
@@ -204,6 +235,7 @@ impl HostConfig {
         if let Some(t) = overrides.start_timeout {
             options.start.timeout = t;
         }
+        guard_secrets(&mut options.start, config);
         // Logins keep OAuth credentials per user.
         #[cfg(feature = "oauth")]
         {

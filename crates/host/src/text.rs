@@ -32,6 +32,43 @@ pub fn terminal_safe(s: &str) -> String {
     out
 }
 
+/// Replaces every known secret in `result` (text blocks, text resources,
+/// resource links' descriptions, structured content) with the redactor's
+/// marker. Binary blocks (images, audio, blobs) are left as they are.
+pub(crate) fn redact_result(
+    redactor: &core_agent_mcp_config::Redactor,
+    result: &mut core_agent_mcp_transport::model::CallToolResult,
+) {
+    use core_agent_mcp_transport::model::{ContentBlock, ResourceContents};
+    if redactor.is_empty() {
+        return;
+    }
+    for block in &mut result.content {
+        match block {
+            ContentBlock::Text(t) => {
+                redactor.redact_string(&mut t.text);
+            }
+            ContentBlock::Resource(r) => {
+                if let ResourceContents::TextResourceContents { text, uri, .. } = &mut r.resource {
+                    redactor.redact_string(text);
+                    redactor.redact_string(uri);
+                }
+            }
+            ContentBlock::ResourceLink(link) => {
+                redactor.redact_string(&mut link.uri);
+                redactor.redact_string(&mut link.name);
+                if let Some(d) = &mut link.description {
+                    redactor.redact_string(d);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(structured) = &mut result.structured_content {
+        redactor.redact_json(structured);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

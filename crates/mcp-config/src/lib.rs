@@ -10,6 +10,7 @@ mod error;
 mod load;
 mod position;
 mod schema;
+mod secrets;
 mod spec;
 mod suggest;
 mod template;
@@ -27,11 +28,12 @@ pub use error::{Error, Problem, Result};
 pub use load::{ConfigPaths, load, parse_file};
 pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
+pub use secrets::{MIN_SECRET_BYTES, REDACTED, Redactor};
 pub use spec::{
     AuthSpec, BUILTIN, BuiltinTools, Cloud, Config, ConfigFile, ConfigWarning, ConfigWarningKind,
-    Dialect, ExchangeEndpoint, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice, ModelPrices,
-    OAuthSpec, PinMode, Scope, ServerEntry, ServerSpec, Setting, StdioSpec, TokenExchangeSpec,
-    Transport, TrustLevel,
+    Dialect, EnvInherit, ExchangeEndpoint, HttpSpec, LeftOut, LeftOutReason, Limits, ModelPrice,
+    ModelPrices, OAuthSpec, PinMode, Scope, ServerEntry, ServerSpec, Setting, StdioSpec,
+    TokenExchangeSpec, Transport, TrustLevel,
 };
 pub use suggest::{closest, suggestions};
 pub use template::{Expanded, Template};

@@ -600,6 +600,41 @@ mod tests {
     }
 
     #[test]
+    fn env_inherit_is_read_in_both_dialects_and_checked() {
+        use crate::EnvInherit;
+        let file = parse(
+            r#"{"mcpServers":{"a":{"command":"srv","env_inherit":"all"},"b":{"command":"srv"},
+                "c":{"command":"srv","env_inherit":["HOME","GITHUB_TOKEN"]}}}"#,
+        )
+        .unwrap();
+        let inherit: Vec<_> = file
+            .servers
+            .iter()
+            .map(|s| s.spec.env_inherit.clone())
+            .collect();
+        assert_eq!(
+            inherit,
+            [
+                Some(EnvInherit::All),
+                None,
+                Some(EnvInherit::Names(vec![
+                    "HOME".into(),
+                    "GITHUB_TOKEN".into()
+                ]))
+            ]
+        );
+        let core = parse(r#"{"version":1,"servers":{"a":{"transport":"stdio","command":"srv","env_inherit":"minimal"}}}"#).unwrap();
+        assert_eq!(core.servers[0].spec.env_inherit, Some(EnvInherit::Minimal));
+        for bad in [
+            r#"{"version":1,"servers":{"a":{"transport":"stdio","command":"srv","env_inherit":"some"}}}"#,
+            r#"{"version":1,"servers":{"a":{"transport":"http","url":"http://x","env_inherit":"all"}}}"#,
+            r#"{"mcpServers":{"a":{"command":"srv","env_inherit":["NOT-A-NAME"]}}}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn required_is_read_in_both_dialects_and_defaults_to_false() {
         let file = parse(
             r#"{"mcpServers":{"a":{"command":"srv","required":true},"b":{"command":"srv"},

@@ -620,6 +620,98 @@ pub struct ServerSpec {
     pub prompts: bool,
     /// `required`: a gateway is ready only while this server is up (default false).
     pub required: bool,
+    /// `env_inherit` (stdio): which of the parent's variables the server
+    /// gets; `None` leaves it to the front end (the CLI: all, `serve`:
+    /// minimal).
+    pub env_inherit: Option<EnvInherit>,
+}
+
+/// `env_inherit`: which of core-agent's own environment variables a stdio
+/// server inherits, under its own `env`. Whatever it says, a variable that
+/// another server's placeholder or the `.env` file supplies, or one of the
+/// front end's credentials, is inherited only when this entry names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvInherit {
+    /// `"all"`: every variable.
+    All,
+    /// `"minimal"`: the MCP SDKs' default set, [`EnvInherit::MINIMAL`] and `LC_*`.
+    Minimal,
+    /// A list of names: only these.
+    Names(Vec<String>),
+}
+
+impl EnvInherit {
+    /// The variables of `"minimal"`, besides every `LC_*`.
+    pub const MINIMAL: &[&str] = &[
+        "HOME", "LANG", "LOGNAME", "PATH", "SHELL", "TERM", "TMPDIR", "USER",
+    ];
+
+    /// True for a variable of the minimal set (`PATH`, `LC_ALL`, …).
+    pub fn is_minimal(name: &str) -> bool {
+        EnvInherit::MINIMAL.contains(&name) || name.starts_with("LC_")
+    }
+
+    /// Whether a variable called `name` passes.
+    pub fn admits(&self, name: &str) -> bool {
+        match self {
+            EnvInherit::All => true,
+            EnvInherit::Minimal => EnvInherit::is_minimal(name),
+            EnvInherit::Names(names) => names.iter().any(|n| n == name),
+        }
+    }
+
+    /// Parses `"all"`, `"minimal"` or an array of names.
+    pub fn parse(value: &serde_json::Value) -> Option<EnvInherit> {
+        match value {
+            serde_json::Value::String(s) if s == "all" => Some(EnvInherit::All),
+            serde_json::Value::String(s) if s == "minimal" => Some(EnvInherit::Minimal),
+            serde_json::Value::Array(items) => Some(EnvInherit::Names(
+                items
+                    .iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+            )),
+            _ => None,
+        }
+    }
+}
+
+impl ServerEntry {
+    /// The names this entry gives itself: its `env` keys, the variables its
+    /// placeholders read, and the names its `env_inherit` lists.
+    pub fn named_variables(&self) -> std::collections::BTreeSet<String> {
+        let mut out = self.placeholder_variables();
+        if let Transport::Stdio(stdio) = &self.spec.transport {
+            out.extend(stdio.env.keys().cloned());
+        }
+        if let Some(EnvInherit::Names(names)) = &self.spec.env_inherit {
+            out.extend(names.iter().cloned());
+        }
+        out
+    }
+
+    /// The variables this entry's placeholders read.
+    pub fn placeholder_variables(&self) -> std::collections::BTreeSet<String> {
+        crate::secrets::templates(self)
+            .into_iter()
+            .flat_map(|t| t.variables().map(str::to_owned))
+            .collect()
+    }
+}
+
+impl Config {
+    /// The variables whose values are secrets: every variable a server's
+    /// placeholder reads and every `.env` entry, except the minimal set
+    /// ([`EnvInherit::is_minimal`]), which is no secret.
+    pub fn secret_variables(&self) -> std::collections::BTreeSet<String> {
+        self.servers
+            .iter()
+            .flat_map(ServerEntry::placeholder_variables)
+            .chain(self.dotenv.vars.keys().cloned())
+            .filter(|n| !EnvInherit::is_minimal(n))
+            .collect()
+    }
 }
 
 impl ServerSpec {
@@ -640,6 +732,7 @@ impl ServerSpec {
             resources: true,
             prompts: true,
             required: false,
+            env_inherit: None,
         }
     }
 }

@@ -2,10 +2,12 @@
 //! a shutdown that escalates from EOF to SIGTERM to SIGKILL.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use core_agent_mcp_config::Redactor;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -157,8 +159,9 @@ impl ChildProcess {
         server: &str,
         command: &str,
         args: &[String],
-        env: &BTreeMap<String, String>,
+        env: &BTreeMap<OsString, OsString>,
         supervisor: Option<&Supervisor>,
+        redactor: &Redactor,
         grace: Duration,
         max_line: usize,
     ) -> Result<(ChildProcess, DuplexStream, ChildStdin), StartError> {
@@ -174,7 +177,10 @@ impl ChildProcess {
                 cmd
             }
         };
-        cmd.envs(env)
+        // Only the computed environment: the supervisor needs nothing of
+        // ours (it reads no variable), and the server inherits it from there.
+        cmd.env_clear()
+            .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -208,6 +214,7 @@ impl ChildProcess {
         let drain = child.stderr.take().map(|stderr| {
             let tail = tail.clone();
             let server = server.to_owned();
+            let redactor = redactor.clone();
             tokio::spawn(async move {
                 let mut reader = BufReader::new(stderr);
                 let mut buf = Vec::new();
@@ -217,7 +224,8 @@ impl ChildProcess {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {
                             let text = String::from_utf8_lossy(&buf);
-                            let line = truncate(text.trim_end(), TAIL_LINE_BYTES);
+                            let text = redactor.redact(text.trim_end());
+                            let line = truncate(&text, TAIL_LINE_BYTES);
                             tracing::debug!(target: "core_agent::server_stderr", server = %server, "{line}");
                             tail.push(line);
                         }

@@ -6,6 +6,7 @@ mod call;
 mod child;
 mod connect;
 mod elicit;
+mod environ;
 mod error;
 mod features;
 #[cfg(feature = "google")]

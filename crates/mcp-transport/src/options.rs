@@ -1,7 +1,10 @@
 //! The options every server starts under.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
+
+use core_agent_mcp_config::{EnvInherit, Redactor};
 use std::time::Duration;
 
 use crate::elicit::{Decline, Elicitor};
@@ -59,6 +62,18 @@ pub struct StartOptions {
     /// that a new login is needed.
     #[cfg(feature = "oauth")]
     pub browser: Option<Arc<dyn crate::oauth::Browser>>,
+    /// Which of this process's variables a stdio server inherits when its
+    /// entry sets no `env_inherit` (the default: [`EnvInherit::All`]).
+    pub env_inherit: EnvInherit,
+    /// Variables no stdio server inherits unless its own entry names them
+    /// (in `env`, a placeholder or an `env_inherit` list): the front end's
+    /// own credentials and the `.env` file's names. Every variable another
+    /// entry's placeholder reads is withheld the same way, without being
+    /// listed here.
+    pub withheld: Arc<BTreeSet<String>>,
+    /// Known secret values, replaced in a server's stderr lines (the tail
+    /// kept for reports, and the log).
+    pub redactor: Redactor,
 }
 
 impl fmt::Debug for StartOptions {
@@ -70,7 +85,10 @@ impl fmt::Debug for StartOptions {
             .field("client_name", &self.client_name)
             .field("client_version", &self.client_version)
             .field("supervisor", &self.supervisor)
-            .field("restart", &self.restart);
+            .field("restart", &self.restart)
+            .field("env_inherit", &self.env_inherit)
+            .field("withheld", &self.withheld)
+            .field("redactor", &self.redactor);
         #[cfg(feature = "oauth")]
         out.field("credentials", &self.credentials);
         out.finish_non_exhaustive()
@@ -94,6 +112,9 @@ impl Default for StartOptions {
             credentials: None,
             #[cfg(feature = "oauth")]
             browser: None,
+            env_inherit: EnvInherit::All,
+            withheld: Arc::default(),
+            redactor: Redactor::default(),
         }
     }
 }
@@ -156,6 +177,24 @@ impl StartOptions {
     #[cfg(feature = "oauth")]
     pub fn with_browser(mut self, browser: Option<Arc<dyn crate::oauth::Browser>>) -> StartOptions {
         self.browser = browser;
+        self
+    }
+
+    /// Which variables a stdio server inherits when its entry does not say.
+    pub fn with_env_inherit(mut self, inherit: EnvInherit) -> StartOptions {
+        self.env_inherit = inherit;
+        self
+    }
+
+    /// Variables no stdio server inherits unless its own entry names them.
+    pub fn with_withheld(mut self, names: impl IntoIterator<Item = String>) -> StartOptions {
+        self.withheld = Arc::new(names.into_iter().collect());
+        self
+    }
+
+    /// Known secret values, kept out of servers' stderr lines.
+    pub fn with_redactor(mut self, redactor: Redactor) -> StartOptions {
+        self.redactor = redactor;
         self
     }
 }

@@ -97,6 +97,17 @@ impl Servers {
         on_ready: Option<OnReady>,
     ) -> Servers {
         let changed = Arc::new(tokio::sync::watch::channel(0).0);
+        // What one server's placeholders read is withheld from the others.
+        let mut options = options.clone();
+        let mut withheld = (*options.withheld).clone();
+        withheld.extend(
+            entries
+                .iter()
+                .flat_map(ServerEntry::placeholder_variables)
+                .filter(|n| !core_agent_mcp_config::EnvInherit::is_minimal(n)),
+        );
+        options.withheld = Arc::new(withheld);
+        let options = &options;
         let slots = entries
             .iter()
             .map(|entry| {

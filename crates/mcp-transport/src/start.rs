@@ -3,6 +3,7 @@
 //! server whose connection ended; the retries of a first start that failed.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -12,6 +13,7 @@ use rmcp::model::Implementation;
 use crate::auth::{self, Auth, AuthError, TokenSource};
 use crate::behalf::TokenExchange;
 use crate::connect::{Started, start_http, start_stdio};
+use crate::environ;
 use crate::error::StartError;
 use crate::error::humanize;
 use crate::handler::Handler;
@@ -27,7 +29,8 @@ enum Launch {
     Stdio {
         command: String,
         args: Vec<String>,
-        env: BTreeMap<String, String>,
+        /// The whole environment (see [`crate::environ`]).
+        env: BTreeMap<OsString, OsString>,
     },
     Http {
         url: String,
@@ -48,17 +51,28 @@ impl Launch {
                 command,
                 args,
                 env: vars,
-            }) => (
-                Launch::Stdio {
-                    command: command.clone(),
-                    args: args.clone(),
-                    env: vars
-                        .iter()
-                        .map(|(k, t)| (k.clone(), t.expand(env).value))
-                        .collect(),
-                },
-                Auth::None,
-            ),
+            }) => {
+                let own: BTreeMap<String, String> = vars
+                    .iter()
+                    .map(|(k, t)| (k.clone(), t.expand(env).value))
+                    .collect();
+                let env = environ::environment(
+                    entry,
+                    std::env::vars_os(),
+                    &own,
+                    &options.env_inherit,
+                    &options.withheld,
+                );
+                let command = environ::program(command, &env, std::env::var_os("PATH").as_deref());
+                (
+                    Launch::Stdio {
+                        command,
+                        args: args.clone(),
+                        env,
+                    },
+                    Auth::None,
+                )
+            }
             Transport::Http(HttpSpec { url, headers, auth }) => {
                 let exchange = match auth {
                     Some(AuthSpec::TokenExchange(spec)) => {

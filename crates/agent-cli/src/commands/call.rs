@@ -30,7 +30,7 @@ pub(crate) async fn run(global: &Global, call: CallCommand) -> u8 {
                 arguments,
             }],
             Err(e) => {
-                eprintln!("core-agent: {e:#}");
+                errln!("core-agent: {e:#}");
                 return USAGE;
             }
         },
@@ -39,7 +39,7 @@ pub(crate) async fn run(global: &Global, call: CallCommand) -> u8 {
         } => match parse_batch(file) {
             Ok(calls) => calls,
             Err(e) => {
-                eprintln!("core-agent: {e:#}");
+                errln!("core-agent: {e:#}");
                 return USAGE;
             }
         },
@@ -108,7 +108,7 @@ async fn run_batch(session: &Session, calls: Vec<CallRequest>, screen: &Arc<Scre
         failed |= !line.ok;
         match serde_json::to_string(&line) {
             Ok(text) => outln!("{text}"),
-            Err(e) => eprintln!("core-agent: cannot render JSON: {e}"),
+            Err(e) => errln!("core-agent: cannot render JSON: {e}"),
         }
     }
     if failed { FAILED } else { 0 }
@@ -137,7 +137,7 @@ async fn run_one(
                 print_result(&result);
             }
             if result.is_error == Some(true) {
-                eprintln!("core-agent: `{name}` reported an error");
+                errln!("core-agent: `{name}` reported an error");
                 FAILED
             } else {
                 0
@@ -147,11 +147,11 @@ async fn run_one(
             e @ (core_agent_host::Error::UnknownTool { .. }
             | core_agent_host::Error::Withheld { .. }),
         ) => {
-            eprintln!("core-agent: {}", render_error(&e));
+            errln!("core-agent: {}", render_error(&e));
             USAGE
         }
         Err(e) => {
-            eprintln!("core-agent: {}", clean(&render_error(&e)));
+            errln!("core-agent: {}", clean(&render_error(&e)));
             FAILED
         }
     }

@@ -6,7 +6,7 @@ pub(crate) async fn run() -> u8 {
     match core_agent_host::demo::serve_stdio().await {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("core-agent: demo-server: {e}");
+            errln!("core-agent: demo-server: {e}");
             FAILED
         }
     }

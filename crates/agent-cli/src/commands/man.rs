@@ -15,7 +15,7 @@ pub(crate) fn run(dir: Option<&Path>) -> u8 {
     let Some(dir) = dir else {
         let mut page = Vec::new();
         if let Err(e) = clap_mangen::Man::new(command).render(&mut page) {
-            eprintln!("core-agent: cannot render the man page: {e}");
+            errln!("core-agent: cannot render the man page: {e}");
             return FAILED;
         }
         out!("{}", String::from_utf8_lossy(&page));
@@ -30,7 +30,7 @@ pub(crate) fn run(dir: Option<&Path>) -> u8 {
             0
         }
         Err(e) => {
-            eprintln!(
+            errln!(
                 "core-agent: cannot write the man pages to {}: {e}",
                 dir.display()
             );

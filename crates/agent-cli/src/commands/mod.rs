@@ -33,13 +33,13 @@ async fn open_store(
             {
                 Ok(db) => Ok(Box::new(db)),
                 Err(e) => {
-                    eprintln!("core-agent: {e}");
+                    errln!("core-agent: {e}");
                     Err(FAILED)
                 }
             }
         }
         (None, None) => {
-            eprintln!(
+            errln!(
                 "core-agent: pass --session-db PATH (or --store URL for a fleet's store): raw payloads and telemetry are only kept in a session database"
             );
             Err(USAGE)
@@ -50,14 +50,14 @@ async fn open_store(
 /// The session database of `raw` and `usage`, which only read it.
 fn open_db(path: &Path) -> Result<SqliteStore, u8> {
     if !path.exists() {
-        eprintln!(
+        errln!(
             "core-agent: {} does not exist; it is created by a run with --session-db",
             path.display()
         );
         return Err(USAGE);
     }
     SqliteStore::open(path).map_err(|e| {
-        eprintln!("core-agent: {e}");
+        errln!("core-agent: {e}");
         FAILED
     })
 }

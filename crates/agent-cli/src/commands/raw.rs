@@ -31,17 +31,17 @@ pub(crate) async fn run(
                     0
                 }
                 Err(e) => {
-                    eprintln!("core-agent: {e}");
+                    errln!("core-agent: {e}");
                     FAILED
                 }
             },
         },
         Ok(None) => {
-            eprintln!("core-agent: no raw payload is stored under `{call_id}`");
+            errln!("core-agent: no raw payload is stored under `{call_id}`");
             FAILED
         }
         Err(e) => {
-            eprintln!("core-agent: {e}");
+            errln!("core-agent: {e}");
             FAILED
         }
     }

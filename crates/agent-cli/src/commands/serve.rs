@@ -70,6 +70,9 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     };
     // Long-lived runs bring a crashed server back; a one-shot call does not.
     options.start.restart = Some(restart_policy());
+    // A gateway's callers are not the operator: a stdio server that does
+    // not say otherwise gets the minimal environment, not the shell's.
+    options.start.env_inherit = core_agent_mcp_config::EnvInherit::Minimal;
     let ServeCommand {
         http,
         no_auth,
@@ -116,7 +119,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
             .as_ref()
             .is_some_and(|a| a.target == AuditTarget::Stdout)
     {
-        eprintln!(
+        errln!(
             "core-agent: serve: the audit trail cannot go to stdout when MCP is served on stdin/stdout; give --audit-log a file, or serve with --http"
         );
         return USAGE;
@@ -126,7 +129,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         config = match config.only(name) {
             Ok(only) => only,
             Err(e) => {
-                eprintln!("core-agent: serve --server: {e}");
+                errln!("core-agent: serve --server: {e}");
                 return USAGE;
             }
         };
@@ -137,7 +140,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         .as_ref()
         .is_some_and(|a| a.target == AuditTarget::Store);
     if to_store && store.is_none() && gateway_store.is_none() {
-        eprintln!(
+        errln!(
             "core-agent: serve: the audit trail is to go into the shared store (--audit-store or gateway.audit.store), and there is none; give --store postgres://… (or CORE_AGENT_STORE, or gateway.store), or write the trail to a file with --audit-log FILE"
         );
         return USAGE;
@@ -146,7 +149,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
     // ledgers, the sessions' answers and plans, the MCP sessions, the pins,
     // and the audit trail when it goes there.
     if global.session_db.is_some() && (store.is_some() || gateway_store.is_some()) {
-        eprintln!(
+        errln!(
             "core-agent: serve: --session-db and a shared store (--store, CORE_AGENT_STORE or gateway.store) both keep the session state; give one"
         );
         return USAGE;
@@ -161,7 +164,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         && settings.target == AuditTarget::Store
     {
         settings.target = AuditTarget::Sink(Arc::new(db.clone()));
-        eprintln!(
+        errln!(
             "core-agent: audit trail: the shared store, table audit_lines, as replica {}",
             db.replica()
         );
@@ -242,12 +245,13 @@ async fn serve(
     // each rebuild of the catalog (clients hear them from the gateway).
     let following = args.warned.clone().follow(host.clone());
     let _stop_following = AbortOnDrop(following);
+    let host_redactor = host.redactor().clone();
     // Over HTTP: the identity provider's tokens (gateway.oauth), then the static ones.
     let oauth = match args.http {
         Some(_) => match resource_server(&args, &ProcessVars).await {
             Ok(oauth) => oauth,
             Err(message) => {
-                eprintln!("core-agent: serve: {message}");
+                errln!("core-agent: serve: {message}");
                 return USAGE;
             }
         },
@@ -260,20 +264,21 @@ async fn serve(
     {
         Ok(auth) => auth,
         Err(message) => {
-            eprintln!("core-agent: serve: {message}");
+            errln!("core-agent: serve: {message}");
             return USAGE;
         }
     };
     let audit = match &args.audit {
         Some(settings) => match AuditLog::open(settings, secrets_of(auth.as_ref())) {
             Ok(log) => {
+                let log = log.with_redactor(host_redactor.clone());
                 if let AuditTarget::File(path) = &settings.target {
-                    eprintln!("core-agent: audit trail: {}", path.display());
+                    errln!("core-agent: audit trail: {}", path.display());
                 }
                 Some(Arc::new(log))
             }
             Err(e) => {
-                eprintln!(
+                errln!(
                     "core-agent: serve: {e}; create the directory, or give --audit-log (or gateway.audit in config.json) another file"
                 );
                 return FAILED;
@@ -294,7 +299,7 @@ async fn serve(
     if let Some(audit) = audit
         && !audit.flush(Duration::from_secs(5))
     {
-        eprintln!("core-agent: serve: the audit trail could not be flushed within 5 s");
+        errln!("core-agent: serve: the audit trail could not be flushed within 5 s");
     }
     code
 }
@@ -317,7 +322,7 @@ async fn serve_on(
     stop: &mut StopSignals,
 ) -> u8 {
     let (Some(addr), Some(auth)) = (args.http, auth) else {
-        eprintln!(
+        errln!(
             "core-agent: serving MCP on stdin/stdout as trust level {}",
             args.level.as_str()
         );
@@ -325,13 +330,13 @@ async fn serve_on(
             r = gateway.serve_stdio(args.level) => match r {
                 Ok(()) => 0,
                 Err(e) => {
-                    eprintln!("core-agent: serve: {e}");
+                    errln!("core-agent: serve: {e}");
                     FAILED
                 }
             },
             signal = stop.next() => {
                 let left = gateway.drain(args.drain).await;
-                eprintln!(
+                errln!(
                     "core-agent: {signal}: stopping ({} still in flight)",
                     crate::count(left, "call")
                 );
@@ -345,7 +350,7 @@ async fn serve_on(
     {
         Ok(http) => http,
         Err(e) => {
-            eprintln!("core-agent: serve: {}", limits_error(&e));
+            errln!("core-agent: serve: {}", limits_error(&e));
             return USAGE;
         }
     };
@@ -358,19 +363,19 @@ async fn serve_on(
     http.allowed_origins
         .extend(args.allow_origins.iter().cloned());
     if let Some(host) = audience_host_refused(&http) {
-        eprintln!(
+        errln!(
             "core-agent: WARNING: gateway.oauth.audience names host `{host}`, which is not an allowed Host: clients that connect there get 403; add --allow-host {host}"
         );
     }
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("core-agent: serve: cannot listen on {addr}: {e}");
+            errln!("core-agent: serve: cannot listen on {addr}: {e}");
             return FAILED;
         }
     };
     let local = listener.local_addr().map_or(addr, |a| a);
-    eprintln!(
+    errln!(
         "core-agent: serving MCP at http://{local}/mcp (sessions API at /sessions, health at /health)"
     );
     let (signalled, heard) = tokio::sync::oneshot::channel::<&'static str>();
@@ -383,18 +388,18 @@ async fn serve_on(
         r = &mut serving => return match r {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("core-agent: serve: {e}");
+                errln!("core-agent: serve: {e}");
                 FAILED
             }
         },
         signal = stop.next() => {
-            eprintln!("core-agent: {signal}: draining the calls in flight, then stopping");
+            errln!("core-agent: {signal}: draining the calls in flight, then stopping");
             let _ = signalled.send(signal);
             130
         }
     };
     if let Err(e) = serving.await {
-        eprintln!("core-agent: serve: {e}");
+        errln!("core-agent: serve: {e}");
     }
     code
 }
@@ -432,16 +437,16 @@ async fn serve_metrics(
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("core-agent: serve: cannot listen on {addr} for metrics: {e}");
+            errln!("core-agent: serve: cannot listen on {addr} for metrics: {e}");
             return Err(FAILED);
         }
     };
     let local = listener.local_addr().map_or(addr, |a| a);
-    eprintln!("core-agent: metrics at http://{local}/metrics");
+    errln!("core-agent: metrics at http://{local}/metrics");
     let gateway = gateway.clone();
     Ok(tokio::spawn(async move {
         if let Err(e) = gateway.serve_metrics(listener).await {
-            eprintln!("core-agent: metrics listener: {e}");
+            errln!("core-agent: metrics listener: {e}");
         }
     }))
 }
@@ -481,7 +486,7 @@ fn auth(
                 "--no-auth is only allowed on a loopback address, not {addr}"
             ));
         }
-        eprintln!(
+        errln!(
             "core-agent: WARNING: --no-auth: any local process can call every tool as trust level {} — for experiments only",
             args.level.as_str()
         );
@@ -498,7 +503,7 @@ fn auth(
         None => {
             let (generated, secret) =
                 Auth::generate(args.level).map_err(|e| format!("cannot make a token: {e}"))?;
-            eprintln!(
+            errln!(
                 "core-agent: bearer token (trust level {}; shown once; set {TOKEN_ENV} to choose it): {secret}",
                 args.level.as_str()
             );
@@ -521,12 +526,12 @@ async fn resource_server(
     let server = ResourceServer::new(config, env).map_err(|e| e.to_string())?;
     let issuer = server.config().issuer.clone();
     match server.warm_up().await {
-        Ok(keys) => eprintln!(
+        Ok(keys) => errln!(
             "core-agent: clients sign in at {issuer} ({keys} signing keys; resource {}, metadata {})",
             server.config().audience,
             server.metadata_url()
         ),
-        Err(e) => eprintln!(
+        Err(e) => errln!(
             "core-agent: WARNING: clients sign in at {issuer}, which cannot be reached now ({e}); its tokens are refused with 503 until it answers"
         ),
     }

@@ -23,13 +23,13 @@ pub(crate) async fn shared_store(
             let template = match core_agent_mcp_config::Template::parse(&raw) {
                 Ok(t) => t,
                 Err(e) => {
-                    eprintln!("core-agent: gateway.store: {e}");
+                    errln!("core-agent: gateway.store: {e}");
                     return Err(USAGE);
                 }
             };
             let missing = template.missing(env);
             if !missing.is_empty() {
-                eprintln!(
+                errln!(
                     "core-agent: gateway.store needs {} set in the environment (or the project's .env)",
                     missing.join(", ")
                 );
@@ -41,11 +41,11 @@ pub(crate) async fn shared_store(
     };
     match Postgres::connect(&url, Options::default()).await {
         Ok(db) => {
-            eprintln!("core-agent: shared store: {}", db.url());
+            errln!("core-agent: shared store: {}", db.url());
             Ok(Some(db))
         }
         Err(e) => {
-            eprintln!("core-agent: {e}");
+            errln!("core-agent: {e}");
             Err(FAILED)
         }
     }
@@ -84,7 +84,7 @@ pub(crate) fn follow(
             if now > told {
                 told = now;
                 if let Err(e) = db.announce_tools_changed().await {
-                    eprintln!(
+                    errln!(
                         "core-agent: cannot tell the other replicas that the tools changed: {e}"
                     );
                 }

@@ -13,7 +13,7 @@ pub(crate) fn run(words: Vec<std::ffi::OsString>) -> ExitCode {
         Err(e) => Exit::usage(e),
     };
     if let Some(message) = &exit.message {
-        eprintln!("core-agent {message}");
+        errln!("core-agent {message}");
     }
     ExitCode::from(u8::try_from(exit.code).unwrap_or(FAILED))
 }

@@ -22,11 +22,11 @@ pub(crate) async fn run(global: &Global, json: bool, store: Option<String>) -> u
         None => match store.sessions().map(|s| s.last().cloned()) {
             Ok(Some(last)) => last,
             Ok(None) => {
-                eprintln!("core-agent: the database has no digest telemetry yet");
+                errln!("core-agent: the database has no digest telemetry yet");
                 return FAILED;
             }
             Err(e) => {
-                eprintln!("core-agent: {e}");
+                errln!("core-agent: {e}");
                 return FAILED;
             }
         },
@@ -34,7 +34,7 @@ pub(crate) async fn run(global: &Global, json: bool, store: Option<String>) -> u
     let usage = match store.usage(&session) {
         Ok(u) => u,
         Err(e) => {
-            eprintln!("core-agent: {e}");
+            errln!("core-agent: {e}");
             return FAILED;
         }
     };

@@ -57,6 +57,10 @@ pub struct DoctorReport {
     pub errors: usize,
     /// How many findings are warnings.
     pub warnings: usize,
+    /// The names of the secrets kept out of servers' environments and
+    /// redacted from every report (placeholder variables, `.env` entries,
+    /// core-agent's credentials); never their values.
+    pub secrets: Vec<String>,
 }
 
 /// One finding.
@@ -155,7 +159,7 @@ pub struct ServerCheck {
 /// Runs the checks on a loaded config (or reports why it did not load).
 pub async fn doctor(
     config: Result<&Config, &core_agent_mcp_config::Error>,
-    options: DoctorOptions,
+    mut options: DoctorOptions,
 ) -> DoctorReport {
     let mut findings: Vec<Finding> = Vec::new();
     // Which findings carry a remedy a front end words (by index).
@@ -170,6 +174,7 @@ pub async fn doctor(
             }
         }
         Ok(config) => {
+            crate::setup::guard_secrets(&mut options.host.start, config);
             let env = config.dotenv.over_process();
             findings.extend(diagnose(config, &env, options.cloud));
             findings.extend(commands_on_path(config));
@@ -331,7 +336,17 @@ pub async fn doctor(
         .iter()
         .filter(|f| f.severity == Severity::Error)
         .count();
+    let redactor = &options.host.start.redactor;
+    for f in &mut findings {
+        redactor.redact_string(&mut f.message);
+    }
+    for s in &mut servers {
+        if let Some(e) = &mut s.error {
+            redactor.redact_string(e);
+        }
+    }
     DoctorReport {
+        secrets: redactor.names().to_vec(),
         warnings: findings.len() - errors,
         errors,
         findings: findings

@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::check::FileProblems;
 use crate::position::escape_pointer;
 use crate::spec::{
-    AuthSpec, BuiltinTools, ConfigWarning, ExchangeEndpoint, HttpSpec, LeftOut, OAuthSpec,
-    StdioSpec, TokenExchangeSpec, Transport,
+    AuthSpec, BuiltinTools, ConfigWarning, EnvInherit, ExchangeEndpoint, HttpSpec, LeftOut,
+    OAuthSpec, StdioSpec, TokenExchangeSpec, Transport,
 };
 use crate::{
     Cloud, Dialect, Limits, PinMode, Scope, ServerEntry, ServerSpec, Template, TrustLevel,
@@ -366,6 +366,7 @@ fn entry(cx: &mut Cx<'_>, scope: Scope, dialect: Dialect, server: Server<'_>) ->
         resources: key("resources").and_then(Value::as_bool).unwrap_or(true),
         prompts: key("prompts").and_then(Value::as_bool).unwrap_or(true),
         required: key("required").and_then(Value::as_bool).unwrap_or(false),
+        env_inherit: key("env_inherit").and_then(EnvInherit::parse),
     };
     ServerEntry {
         name: name.to_owned(),

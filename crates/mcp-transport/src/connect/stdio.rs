@@ -19,7 +19,7 @@ pub(crate) async fn start_stdio(
     handler: Handler,
     command: &str,
     args: &[String],
-    env: &BTreeMap<String, String>,
+    env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
     options: &StartOptions,
 ) -> Started {
     let (mut child, stdout, stdin) = ChildProcess::spawn(
@@ -28,6 +28,7 @@ pub(crate) async fn start_stdio(
         args,
         env,
         options.supervisor.as_ref(),
+        &options.redactor,
         options.kill_grace,
         entry.spec.limits.max_message_bytes,
     )

@@ -23,40 +23,38 @@ pub(crate) fn run(
     let server = match NewServer::from_args(url, headers, env, command) {
         Ok(server) => server,
         Err(e) => {
-            eprintln!("core-agent: {}", words::config::add_error(&e));
+            errln!("core-agent: {}", words::config::add_error(&e));
             return USAGE;
         }
     };
     let Some(path) = paths.file(scope.scope()) else {
-        eprintln!(
-            "core-agent: HOME is not set, so there is no user config; pass --user-config FILE"
-        );
+        errln!("core-agent: HOME is not set, so there is no user config; pass --user-config FILE");
         return USAGE;
     };
     let existing = match std::fs::read_to_string(path) {
         Ok(text) => Some(text),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => {
-            eprintln!("core-agent: cannot read {}: {e}", path.display());
+            errln!("core-agent: cannot read {}: {e}", path.display());
             return FAILED;
         }
     };
     let text = match core_agent_mcp_config::add_server(path, existing.as_deref(), name, &server) {
         Ok(text) => text,
         Err(e) => {
-            eprintln!("core-agent: {}", words::config::config_error(&e));
+            errln!("core-agent: {}", words::config::config_error(&e));
             return USAGE;
         }
     };
     if let Err(e) = write_file(path, &text) {
-        eprintln!("core-agent: cannot write {}: {e}", path.display());
+        errln!("core-agent: cannot write {}: {e}", path.display());
         return FAILED;
     }
     for (k, v) in server.pairs() {
         if !v.contains("${")
             && let Some(kind) = core_agent_mcp_config::secret_kind(k, v)
         {
-            eprintln!(
+            errln!(
                 "core-agent: warning: `{k}` holds {kind}; put it in .env and write ${{{k}}} instead, so the file can be committed"
             );
         }

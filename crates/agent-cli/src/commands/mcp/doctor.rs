@@ -35,14 +35,14 @@ pub(crate) async fn run(global: &Global, cloud: bool, offline: bool, json: bool)
     let mut stop = match StopSignals::install() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("core-agent: cannot catch SIGINT/SIGTERM: {e}");
+            errln!("core-agent: cannot catch SIGINT/SIGTERM: {e}");
             return FAILED;
         }
     };
     let report = tokio::select! {
         report = core_agent_host::doctor(loaded.as_ref(), doctor_options) => report,
         signal = stop.next() => {
-            eprintln!("core-agent: {signal}: stopped the servers");
+            errln!("core-agent: {signal}: stopped the servers");
             return 130;
         }
     };
@@ -107,6 +107,13 @@ fn print_doctor(report: &DoctorReport, json: bool) {
             "tools   {}, about {} tokens of tool definitions per request",
             count(report.tools, "tool"),
             report.token_estimate
+        );
+    }
+    if !report.secrets.is_empty() {
+        outln!(
+            "secrets {} kept from servers that do not name them, and redacted as ***: {}",
+            count(report.secrets.len(), "secret"),
+            report.secrets.join(", ")
         );
     }
     outln!(

@@ -19,7 +19,7 @@ pub(crate) fn run(global: &Global) -> u8 {
             0
         }
         Err(e) => {
-            eprintln!("core-agent: cannot write {}: {e}", paths.project.display());
+            errln!("core-agent: cannot write {}: {e}", paths.project.display());
             FAILED
         }
     }

@@ -31,18 +31,18 @@ impl SystemBrowser {
 impl Browser for SystemBrowser {
     fn open<'a>(&'a self, url: &'a str) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            eprintln!("core-agent: to authorize, open this URL in a browser:\n\n    {url}\n");
+            errln!("core-agent: to authorize, open this URL in a browser:\n\n    {url}\n");
             if self.open {
                 match webbrowser::open(url) {
-                    Ok(()) => eprintln!(
+                    Ok(()) => errln!(
                         "core-agent: opened it in your browser; waiting for the authorization…"
                     ),
-                    Err(e) => eprintln!(
+                    Err(e) => errln!(
                         "core-agent: could not open a browser ({e}); open the URL yourself; waiting…"
                     ),
                 }
             } else {
-                eprintln!("core-agent: waiting for the authorization…");
+                errln!("core-agent: waiting for the authorization…");
             }
             Ok(())
         })
@@ -55,7 +55,7 @@ pub(crate) async fn run(global: &Global, name: &str, no_browser: bool, timeout: 
         return USAGE;
     };
     let Some(timeout) = seconds(timeout) else {
-        eprintln!("core-agent: --timeout takes a positive number of seconds");
+        errln!("core-agent: --timeout takes a positive number of seconds");
         return USAGE;
     };
     let Some(config) = load_config(&paths) else {
@@ -71,11 +71,11 @@ async fn login(config: &Config, name: &str, no_browser: bool, timeout: Duration)
         let hint = core_agent_mcp_config::closest(name, &names)
             .map(|n| format!("; did you mean `{n}`?"))
             .unwrap_or_default();
-        eprintln!("core-agent: no server named `{name}` is configured{hint}");
+        errln!("core-agent: no server named `{name}` is configured{hint}");
         return USAGE;
     };
     let Transport::Http(http) = &entry.spec.transport else {
-        eprintln!("core-agent: `{name}` is a stdio server; only HTTP servers log in");
+        errln!("core-agent: `{name}` is a stdio server; only HTTP servers log in");
         return USAGE;
     };
     let env = config.dotenv.over_process();
@@ -83,14 +83,14 @@ async fn login(config: &Config, name: &str, no_browser: bool, timeout: Duration)
         Some(AuthSpec::OAuth(spec)) => OAuthSettings::from_spec(spec, &env),
         None => OAuthSettings::default(),
         Some(_) => {
-            eprintln!(
+            errln!(
                 "core-agent: `{name}` uses another `auth` strategy (google_oauth), which needs no login"
             );
             return USAGE;
         }
     };
     let Some(dir) = CredentialsDir::user() else {
-        eprintln!("core-agent: HOME is not set, so there is nowhere to keep credentials");
+        errln!("core-agent: HOME is not set, so there is nowhere to keep credentials");
         return FAILED;
     };
     let file = dir.file(name, &http.url);
@@ -123,7 +123,7 @@ async fn login(config: &Config, name: &str, no_browser: bool, timeout: Duration)
             0
         }
         Err(e) => {
-            eprintln!("core-agent: login to `{name}` failed: {e}");
+            errln!("core-agent: login to `{name}` failed: {e}");
             FAILED
         }
     }
@@ -137,7 +137,7 @@ pub(crate) fn logout(global: &Global, name: &str) -> u8 {
         return USAGE;
     }
     let Some(dir) = CredentialsDir::user() else {
-        eprintln!("core-agent: HOME is not set, so there are no credentials");
+        errln!("core-agent: HOME is not set, so there are no credentials");
         return FAILED;
     };
     match dir.remove_server(name) {
@@ -153,7 +153,7 @@ pub(crate) fn logout(global: &Global, name: &str) -> u8 {
             0
         }
         Err(e) => {
-            eprintln!("core-agent: {e}");
+            errln!("core-agent: {e}");
             FAILED
         }
     }

@@ -13,7 +13,7 @@ pub(crate) fn run(global: &Global, name: &str, scope: Option<ScopeArg>) -> u8 {
     let everywhere = match core_agent_mcp_config::remove_from(&paths, name, wanted) {
         Ok(core_agent_mcp_config::Removal::Removed { path, text }) => {
             if let Err(e) = write_file(&path, &text) {
-                eprintln!("core-agent: cannot write {}: {e}", path.display());
+                errln!("core-agent: cannot write {}: {e}", path.display());
                 return FAILED;
             }
             outln!("removed server `{name}` from {}", path.display());
@@ -21,7 +21,7 @@ pub(crate) fn run(global: &Global, name: &str, scope: Option<ScopeArg>) -> u8 {
         }
         Ok(core_agent_mcp_config::Removal::NotFound { configured }) => configured,
         Err(e) => {
-            eprintln!("core-agent: {e}");
+            errln!("core-agent: {e}");
             return USAGE;
         }
     };
@@ -30,6 +30,6 @@ pub(crate) fn run(global: &Global, name: &str, scope: Option<ScopeArg>) -> u8 {
     } else {
         format!("configured servers: {}", everywhere.join(", "))
     };
-    eprintln!("core-agent: no server named `{name}`; {known}");
+    errln!("core-agent: no server named `{name}`; {known}");
     USAGE
 }

@@ -59,11 +59,11 @@ async fn trust(
             Some(n) => format!("did you mean `{n}`?"),
             None => "run `core-agent mcp list` to see the configured servers".to_owned(),
         };
-        eprintln!("core-agent: no server named `{server}`; {hint}");
+        errln!("core-agent: no server named `{server}`; {hint}");
         return USAGE;
     }
     let Some(lock) = config.lock.clone() else {
-        eprintln!("core-agent: this config has no mcp.lock");
+        errln!("core-agent: this config has no mcp.lock");
         return USAGE;
     };
     let mut only = config.clone();
@@ -71,7 +71,7 @@ async fn trust(
     let host = tokio::select! {
         host = Host::start(&only, env, options, &report_ready) => host,
         signal = stop.next() => {
-            eprintln!("core-agent: {signal} while starting: stopped the servers");
+            errln!("core-agent: {signal} while starting: stopped the servers");
             return 130;
         }
     };
@@ -80,7 +80,7 @@ async fn trust(
     let report = match result {
         Ok(report) => report,
         Err(e) => {
-            eprintln!("core-agent: mcp trust: {}", clean(&e.to_string()));
+            errln!("core-agent: mcp trust: {}", clean(&e.to_string()));
             return FAILED;
         }
     };
