@@ -11,8 +11,8 @@
 )]
 
 mod abuse_http;
-mod abuse_survey;
 mod abuse_secrets;
+mod abuse_survey;
 mod auth;
 mod cli;
 mod config;
