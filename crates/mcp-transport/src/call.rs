@@ -36,15 +36,30 @@ pub(crate) async fn call(
     timeout: Duration,
     progress: Option<&ProgressSink>,
 ) -> Result<CallToolResult> {
+    // One deadline covers the whole call: the wait while the server is
+    // restarted, the wait for a slot and every round.
+    let deadline = tokio::time::Instant::now() + timeout;
     // A call that comes in while the server is being restarted waits
     // for it (within its timeout); one to a server that is down fails.
     live.ready(server, timeout).await?;
     let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-    // Wait for a slot first: the timeout covers the call itself.
-    let Ok(_slot) = live.slots.clone().acquire_owned().await else {
-        return Err(Error::NotConnected {
-            server: server.to_owned(),
-        });
+    // Wait for a slot first, within the same timeout: a call queued behind
+    // busy slots is never sent once its time is up.
+    let slot = tokio::time::timeout_at(deadline, live.slots.clone().acquire_owned()).await;
+    let _slot = match slot {
+        Ok(Ok(slot)) => slot,
+        Ok(Err(_)) => {
+            return Err(Error::NotConnected {
+                server: server.to_owned(),
+            });
+        }
+        Err(_) => {
+            return Err(Error::Busy {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                after: timeout,
+            });
+        }
     };
     let conn = live.connection();
     let timed_out = || Error::Timeout {
@@ -96,7 +111,7 @@ pub(crate) async fn call(
             ),
         })
     };
-    match tokio::time::timeout(timeout, rounds).await {
+    match tokio::time::timeout_at(deadline, rounds).await {
         Ok(outcome) => outcome,
         Err(_) => Err(timed_out()),
     }
