@@ -131,10 +131,11 @@ impl Serve {
         recorded_pids(&self.pid_file)
     }
 
-    /// `GET /health` (no token), as JSON.
+    /// `GET /health` (with the token: its details), as JSON.
     async fn health(&self) -> Value {
         let response = http()
             .get(format!("http://{}/health", self.addr))
+            .bearer_auth(TOKEN)
             .send()
             .await
             .unwrap();
