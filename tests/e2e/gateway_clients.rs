@@ -309,6 +309,11 @@ impl HttpGateway {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// The process id of `core-agent serve`.
+    pub(crate) fn pid(&self) -> i32 {
+        self.guard.pid()
+    }
+
     /// Stops it as an operator would (SIGTERM) and returns its exit code.
     pub(crate) fn stop(mut self) -> i32 {
         let _ = kill(Pid::from_raw(self.guard.pid()), Signal::SIGTERM);

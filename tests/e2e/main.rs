@@ -10,6 +10,7 @@
     clippy::panic
 )]
 
+mod abuse_bounds;
 mod auth;
 mod cli;
 mod config;
