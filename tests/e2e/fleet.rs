@@ -132,6 +132,7 @@ impl Replica {
             let health: Value = async {
                 let text = http()
                     .get(format!("http://{}/health", self.addr))
+                    .bearer_auth(ALICE)
                     .send()
                     .await
                     .ok()?

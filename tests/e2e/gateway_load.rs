@@ -51,6 +51,9 @@ struct Serve {
     stderr: Arc<Mutex<String>>,
     pid_file: PathBuf,
     project: Project,
+    /// A token `/health` takes (it shows details only with one): the
+    /// default token, or the first of the config's (`TOK_*`).
+    token: String,
 }
 
 impl Serve {
@@ -95,12 +98,18 @@ impl Serve {
             }
         });
         let addr = addr.recv_timeout(PATIENCE);
+        let token = env
+            .iter()
+            .find(|(k, _)| *k == "CORE_AGENT_GATEWAY_TOKEN" || k.starts_with("TOK_"))
+            .map_or(TOKEN, |(_, v)| *v)
+            .to_owned();
         let mut serve = Serve {
             child,
             addr: String::new(),
             stderr,
             pid_file,
             project,
+            token,
         };
         match addr {
             Ok(addr) => serve.addr = addr,
@@ -131,10 +140,11 @@ impl Serve {
         recorded_pids(&self.pid_file)
     }
 
-    /// `GET /health` (no token), as JSON.
+    /// `GET /health` (with the token: its details), as JSON.
     async fn health(&self) -> Value {
         let response = http()
             .get(format!("http://{}/health", self.addr))
+            .bearer_auth(&self.token)
             .send()
             .await
             .unwrap();
@@ -710,7 +720,7 @@ async fn the_http_guards_refuse_what_they_must_and_health_stays_open() {
     let serve = Serve::start(p, &[("TOK_A", TOKEN_A), ("TOK_B", TOKEN_B)]).await;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
 
-    // /health needs no token.
+    // /health answers with a token (and only its status without one).
     let health = serve.health().await;
     assert_eq!(health["status"], "ok", "{health}");
 

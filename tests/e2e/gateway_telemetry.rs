@@ -185,7 +185,7 @@ fn prometheus_scrapes_the_gateway_metrics_and_the_probes_answer() {
     assert_eq!(status, 200, "{body}");
     let ready_deadline = Instant::now() + Duration::from_secs(30);
     let ready = loop {
-        let (status, body) = get(&addr, "/health/ready", None);
+        let (status, body) = get(&addr, "/health/ready", Some(TOKEN));
         let ready: Value = serde_json::from_str(&body).unwrap();
         let starting = ready["down"]
             .as_array()

@@ -10,6 +10,7 @@
     clippy::panic
 )]
 
+mod abuse_bounds;
 mod abuse_http;
 mod abuse_secrets;
 mod abuse_survey;

@@ -63,7 +63,7 @@ fn health(addr: &str) -> Value {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     write!(
         stream,
-        "GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET /health HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer e2e-gateway-token-0123456789abcdef\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();

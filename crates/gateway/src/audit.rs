@@ -301,19 +301,27 @@ impl AuditLog {
         line.insert("caller".into(), caller_json(caller));
         line.insert("session".into(), json!(call.session));
         line.insert("kind".into(), json!(call.kind.as_str()));
-        line.insert("name".into(), json!(call.name));
+        line.insert("name".into(), json!(cut(call.name, TEXT_BYTES)));
         line.insert("server".into(), json!(call.server));
         if let Some(arguments) = call.arguments {
             line.insert("arguments_sha256".into(), json!(arguments_hash(arguments)));
             if self.arguments {
-                line.insert(
-                    "arguments".into(),
-                    redact(&Value::Object(arguments.clone()), &self.secrets),
-                );
+                let redacted = redact(&Value::Object(arguments.clone()), &self.secrets);
+                let text = redacted.to_string();
+                // Large arguments are recorded cut (their hash is above).
+                let kept = if text.len() <= ARGUMENTS_BYTES {
+                    redacted
+                } else {
+                    json!(cut(&text, ARGUMENTS_BYTES))
+                };
+                line.insert("arguments".into(), kept);
             }
         }
         line.insert("decision".into(), json!(call.verdict.as_str()));
-        line.insert("reason".into(), json!(reason(call)));
+        line.insert(
+            "reason".into(),
+            json!(reason(call).map(|r| cut(&r, REASON_BYTES))),
+        );
         line.insert("outcome".into(), json!(call.outcome.as_str()));
         line.insert("duration_ms".into(), json!(millis(call.duration)));
         line.insert("result_bytes".into(), json!(call.result_bytes));
@@ -340,7 +348,10 @@ impl AuditLog {
         line.insert("remote".into(), json!(remote.map(|ip| ip.to_string())));
         line.insert("decision".into(), json!("refused"));
         line.insert("status".into(), json!(status));
-        line.insert("reason".into(), json!(hide(reason, &self.secrets)));
+        line.insert(
+            "reason".into(),
+            json!(cut(&hide(reason, &self.secrets), REASON_BYTES)),
+        );
         self.send(line);
     }
 
@@ -474,16 +485,35 @@ impl Observer for SessionAudit {
 /// `{"name": …, "trust_level": …}` of a caller, and `"identity": {"issuer",
 /// "subject", "email", "name"}` for one signed in with an identity provider.
 fn caller_json(caller: &Caller) -> Value {
-    let mut value = json!({"name": caller.name, "trust_level": caller.trust_level.as_str()});
+    let mut value =
+        json!({"name": cut(&caller.name, TEXT_BYTES), "trust_level": caller.trust_level.as_str()});
     if let Some(identity) = &caller.identity {
+        let claim = |c: &Option<String>| c.as_deref().map(|c| cut(c, TEXT_BYTES));
         value["identity"] = json!({
-            "issuer": identity.issuer,
-            "subject": identity.subject,
-            "email": identity.email,
-            "name": identity.name,
+            "issuer": cut(&identity.issuer, TEXT_BYTES),
+            "subject": cut(&identity.subject, TEXT_BYTES),
+            "email": claim(&identity.email),
+            "name": claim(&identity.name),
         });
     }
     value
+}
+
+/// A caller-supplied name, URI or claim in a line: at most this many bytes
+/// (then `… (<size>, sha256:<8 hex>)`).
+const TEXT_BYTES: usize = 256;
+
+/// A refusal's or an error's words in a line: at most this many bytes.
+const REASON_BYTES: usize = 1024;
+
+/// Recorded arguments (`arguments: true`): at most this many bytes of
+/// JSON, else the JSON text cut (`arguments_sha256` names them whole).
+const ARGUMENTS_BYTES: usize = 4096;
+
+/// `text` cut to `keep` bytes with its size and hash, so a caller cannot
+/// make a line (and so the trail's rotation) cost more than a bounded size.
+fn cut(text: &str, keep: usize) -> String {
+    core_agent_mcp_policy::elide(text, keep).into_owned()
 }
 
 /// Why the call was decided as it was: the gate's rule, the answer to an
@@ -914,9 +944,9 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         let mut log =
             AuditLog::open(&AuditSettings::new(AuditTarget::File(path.clone())), vec![]).unwrap();
-        log.queue_bytes = 4096;
-        // A line larger than the whole queue (a name a client made up) is
-        // dropped, however few lines wait.
+        log.queue_bytes = 1024;
+        // A line larger than the whole queue is dropped, however few lines
+        // wait.
         log.sign_in_refused(None, 401, &"x".repeat(8192));
         assert_eq!(log.dropped(), 1);
         log.sign_in_refused(None, 401, "short");
@@ -931,6 +961,28 @@ mod tests {
         assert_eq!(lines[0]["dropped_before"], 1);
         // Written lines leave the count: the queue takes lines again.
         assert_eq!(log.queued.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn caller_supplied_text_is_cut_with_its_size_and_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log =
+            AuditLog::open(&AuditSettings::new(AuditTarget::File(path.clone())), vec![]).unwrap();
+        // Before: a 3.9 MiB text made a 3.9 MiB line (7.8 MB for a call,
+        // its name in the name and in the reason).
+        log.sign_in_refused(None, 401, &"x".repeat(4_000_000));
+        assert!(log.flush(Duration::from_secs(5)));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.len() < 2048, "{} bytes", text.len());
+        let line: Value = serde_json::from_str(text.trim()).unwrap();
+        let reason = line["reason"].as_str().unwrap();
+        assert!(reason.contains("… (3.8 MiB, sha256:"), "{reason}");
+        let caller = Caller {
+            name: "n".repeat(1 << 20),
+            ..Caller::new("a", core_agent_mcp_config::TrustLevel::Public)
+        };
+        assert!(caller_json(&caller).to_string().len() < 512);
     }
 
     #[test]

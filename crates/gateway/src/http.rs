@@ -772,9 +772,45 @@ pub(crate) fn problem(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({"error": message}))).into_response()
 }
 
-/// `GET /health`: open to all; whether the gateway runs, each server's
-/// state, and the config's and catalog's warnings.
-async fn health(State(state): State<Arc<HttpState>>) -> Response {
+/// Whether a probe's request carries a valid bearer token (any request of
+/// an open gateway does): only then does the probe show details. A token
+/// presented and refused counts as a failed sign-in (429 once throttled),
+/// so a probe is no cheaper a way to guess tokens than `/mcp`.
+async fn probe_caller(state: &HttpState, request: Request) -> Result<bool, Response> {
+    let authorization: Option<String> = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or_default().to_owned());
+    if state
+        .options
+        .auth
+        .caller(authorization.as_deref())
+        .is_some()
+    {
+        return Ok(true);
+    }
+    if let Some(oauth) = &state.options.oauth
+        && oauth.authenticate(authorization.as_deref()).await.is_ok()
+    {
+        return Ok(true);
+    }
+    if authorization.is_some()
+        && let Some(throttled) = throttled(state, &request)
+    {
+        return Err(throttled);
+    }
+    Ok(false)
+}
+
+/// `GET /health`: open to all, and then only `{"status": "ok"}`; with a
+/// valid bearer token, also each server's state, the sessions and the
+/// config's and catalog's warnings (at most [`HEALTH_WARNINGS`]).
+async fn health(State(state): State<Arc<HttpState>>, request: Request) -> Response {
+    match probe_caller(&state, request).await {
+        Ok(true) => {}
+        Ok(false) => return Json(json!({"status": "ok"})).into_response(),
+        Err(refused) => return refused,
+    }
     let host = &state.gateway.inner.host;
     let servers: Vec<_> = host
         .server_reports(TrustLevel::Creator)
@@ -792,9 +828,34 @@ async fn health(State(state): State<Arc<HttpState>>) -> Response {
             "max": state.sessions.caps().total,
             "max_per_token": state.sessions.caps().per_token,
         },
-        "warnings": host.warnings(),
+        "warnings": bounded_warnings(host.warnings()),
     }))
     .into_response()
+}
+
+/// At most this many warnings in `/health`, each at most [`WARNING_BYTES`]:
+/// a backend's names cannot make the answer large.
+const HEALTH_WARNINGS: usize = 100;
+
+/// The longest warning `/health` shows whole.
+const WARNING_BYTES: usize = 1024;
+
+/// `warnings`, at most [`HEALTH_WARNINGS`] of them cut to [`WARNING_BYTES`],
+/// and a last one counting those left out.
+fn bounded_warnings(warnings: Vec<String>) -> Vec<String> {
+    let total = warnings.len();
+    let mut out: Vec<String> = warnings
+        .into_iter()
+        .take(HEALTH_WARNINGS)
+        .map(|w| core_agent_mcp_policy::elide(&w, WARNING_BYTES).into_owned())
+        .collect();
+    if total > HEALTH_WARNINGS {
+        out.push(format!(
+            "{} more warnings are left out here",
+            total - HEALTH_WARNINGS
+        ));
+    }
+    out
 }
 
 /// The caller the guard let through.
@@ -1012,15 +1073,23 @@ async fn live() -> Response {
 }
 
 /// `GET /health/ready`: open to all; 200 when every required server is up,
-/// else 503 naming those that are not.
-async fn ready(State(state): State<Arc<HttpState>>) -> Response {
+/// else 503; with a valid bearer token, naming the servers that are not.
+async fn ready(State(state): State<Arc<HttpState>>, request: Request) -> Response {
+    let detailed = match probe_caller(&state, request).await {
+        Ok(detailed) => detailed,
+        Err(refused) => return refused,
+    };
     let readiness = state.gateway.readiness();
     let status = if readiness.ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (status, Json(readiness)).into_response()
+    if detailed {
+        (status, Json(readiness)).into_response()
+    } else {
+        (status, Json(json!({"ready": readiness.ready}))).into_response()
+    }
 }
 
 impl Gateway {

@@ -364,7 +364,11 @@ pub(crate) fn mcp_tool_from(report: ToolReport, original: Option<&Tool>) -> Tool
     let mut tool =
         Tool::new(report.name, report.description, Arc::new(schema)).annotate(annotations);
     if let Some(original) = original {
-        tool.title = original.title.clone();
+        // Control characters (terminal escapes) are not served.
+        tool.title = original
+            .title
+            .as_deref()
+            .map(|t| core_agent_mcp_policy::strip_controls(t).into_owned());
         tool.icons = original.icons.clone();
     }
     tool

@@ -6,7 +6,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[non_exhaustive]
 pub enum Error {
     /// No tool is published under that name.
-    #[error("no tool named `{name}`{}", did_you_mean(suggestions, "tools"))]
+    #[error(
+        "no tool named `{}`{}",
+        elided(name),
+        did_you_mean(suggestions, "tools")
+    )]
     UnknownTool {
         /// The name asked for.
         name: String,
@@ -62,7 +66,11 @@ pub enum Error {
         after: std::time::Duration,
     },
     /// No prompt the caller may see has this name.
-    #[error("no prompt named `{name}`{}", did_you_mean(suggestions, "prompts"))]
+    #[error(
+        "no prompt named `{}`{}",
+        elided(name),
+        did_you_mean(suggestions, "prompts")
+    )]
     UnknownPrompt {
         /// The name asked for.
         name: String,
@@ -70,7 +78,7 @@ pub enum Error {
         suggestions: Vec<String>,
     },
     /// No server the caller may see owns this resource URI.
-    #[error("no server offers the resource `{uri}`: {hint}")]
+    #[error("no server offers the resource `{}`: {hint}", elided(uri))]
     UnknownResource {
         /// The URI asked for.
         uri: String,
@@ -97,6 +105,12 @@ pub enum Error {
     /// The digest's store could not be opened.
     #[error(transparent)]
     Digest(#[from] core_agent_digest::Error),
+}
+
+/// A caller-supplied name or URI as an error shows it: at most 256 bytes,
+/// a longer one cut with its size and hash.
+fn elided(text: &str) -> std::borrow::Cow<'_, str> {
+    core_agent_mcp_policy::elide(text, 256)
 }
 
 fn did_you_mean(suggestions: &[String], what: &str) -> String {

@@ -231,7 +231,7 @@ pub(crate) fn span_failed(span: &tracing::Span, error_type: &'static str) {
 pub(crate) fn error_type(error: &core_agent_mcp_transport::Error) -> &'static str {
     use core_agent_mcp_transport::Error as E;
     match error {
-        E::Timeout { .. } => "timeout",
+        E::Timeout { .. } | E::Busy { .. } => "timeout",
         E::Crashed { .. } => "crashed",
         E::NotConnected { .. } => "not_connected",
         E::Refused { .. } => "refused",

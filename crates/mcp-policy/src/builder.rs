@@ -105,7 +105,25 @@ fn server_entries(
 ) -> Vec<CatalogEntry> {
     let spec = server.spec;
     let name = server.name.to_owned();
-    let exposed: Vec<String> = server.tools.iter().map(|t| t.name.clone()).collect();
+    // A name that is not a valid MCP tool name is never published (nor
+    // listed in a warning whole): one warning counts them.
+    let (valid, invalid): (Vec<&DiscoveredTool>, Vec<&DiscoveredTool>) = server
+        .tools
+        .iter()
+        .partition(|t| crate::valid_tool_name(&t.name));
+    if !invalid.is_empty() {
+        *left_out.entry(LeftOutBy::InvalidName).or_default() += invalid.len();
+        warnings.push(Warning::InvalidNames {
+            server: name.clone(),
+            count: invalid.len(),
+            examples: invalid
+                .iter()
+                .take(3)
+                .map(|t| crate::elide(&crate::strip_controls(&t.name), 32).into_owned())
+                .collect(),
+        });
+    }
+    let exposed: Vec<String> = valid.iter().map(|t| t.name.clone()).collect();
     let exposed_set: BTreeSet<&str> = exposed.iter().map(String::as_str).collect();
 
     let unknown: Vec<String> = spec
@@ -145,7 +163,7 @@ fn server_entries(
         });
     }
 
-    for tool in server.tools.iter().filter(|t| !allowed(&t.name)) {
+    for tool in valid.iter().filter(|t| !allowed(&t.name)) {
         let by = if spec.blocked_tools.contains(&tool.name) {
             LeftOutBy::Blocklist
         } else {
@@ -155,7 +173,7 @@ fn server_entries(
     }
     let mut kept: Vec<&DiscoveredTool> = Vec::new();
     let mut unverified: Vec<String> = Vec::new();
-    for tool in server.tools.iter().filter(|t| allowed(&t.name)) {
+    for tool in valid.iter().copied().filter(|t| allowed(&t.name)) {
         let verdict = match spec.pin {
             PinMode::Off => None,
             _ => verdicts.and_then(|v| v.get(&tool.name)),
@@ -216,10 +234,12 @@ fn server_entries(
 
     kept.into_iter()
         .map(|tool| {
+            // Control characters (terminal escapes) never reach a client.
+            let own = crate::strip_controls(&tool.description);
             let description = match spec.tool_notes.get(&tool.name) {
-                Some(note) if tool.description.is_empty() => note.clone(),
-                Some(note) => format!("{}\n\n{note}", tool.description),
-                None => tool.description.clone(),
+                Some(note) if own.is_empty() => note.clone(),
+                Some(note) => format!("{own}\n\n{note}"),
+                None => own.into_owned(),
             };
             // The tool's own block wins in both directions; a block without
             // readOnlyHint has answered "mutating"; no block defers to the server.
@@ -888,12 +908,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn invalid_names_are_left_out_with_one_short_warning_and_descriptions_lose_controls() {
+        let s = spec();
+        let mut tools: Vec<DiscoveredTool> = (0..1400)
+            .map(|i| tool(&format!("{i}{}", "x".repeat(10_000))))
+            .collect();
+        tools.push(DiscoveredTool::new(
+            "ok",
+            "line\u{1b}]52;c;aGk=\u{7}\nnext",
+            json!({"type": "object"}),
+        ));
+        let c = Catalog::builder().build([ServerTools {
+            name: "h",
+            spec: &s,
+            tools: &tools,
+        }]);
+        assert_eq!(c.entries().len(), 1);
+        assert_eq!(c.entries()[0].description, "line]52;c;aGk=\nnext");
+        assert_eq!(c.warnings().len(), 1);
+        let text = c.warnings()[0].to_string();
+        assert_eq!(c.warnings()[0].kind(), "invalid-name");
+        assert!(text.starts_with("h: 1400 tool(s) are left out"), "{text}");
+        assert!(text.len() < 512, "{} bytes", text.len());
+    }
+
     proptest! {
         /// For any server and tool names: every published name is valid and
         /// unique, maps back to its (server, tool), and is the same on a rebuild.
         #[test]
         fn names_are_valid_unique_stable_and_map_back(
-            servers in proptest::collection::btree_map("[a-zA-Z0-9_.-]{0,40}", proptest::collection::btree_set(".{0,50}", 0..6), 1..5)
+            servers in proptest::collection::btree_map("[a-zA-Z0-9_.-]{0,40}", proptest::collection::btree_set("[a-zA-Z0-9_.-]{1,50}|.{0,50}", 0..6), 1..5)
         ) {
             let s = spec();
             let tools: Vec<(String, Vec<DiscoveredTool>)> = servers
@@ -903,7 +948,8 @@ mod tests {
             let input = || tools.iter().map(|(n, t)| ServerTools { name: n, spec: &s, tools: t });
             let first = Catalog::builder().build(input());
             let second = Catalog::builder().build(input());
-            let total: usize = servers.values().map(|t| t.len()).sum();
+            // A name that is not a valid MCP tool name is left out.
+            let total: usize = servers.values().map(|t| t.iter().filter(|n| crate::valid_tool_name(n)).count()).sum();
             prop_assert_eq!(first.entries().len(), total);
             let mut seen = BTreeSet::new();
             for e in first.entries() {

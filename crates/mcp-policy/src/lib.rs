@@ -6,6 +6,7 @@ mod names;
 mod pin;
 mod preflight;
 mod summary;
+mod text;
 mod warning;
 
 pub use builder::{CatalogBuilder, Verdicts};
@@ -19,4 +20,5 @@ pub use pin::{
 };
 pub use preflight::{MAX_SCHEMA_BYTES, PreflightIssue, estimate_tokens, preflight};
 pub use summary::{LeftOutBy, ServerSummary};
+pub use text::{MAX_TOOL_NAME, elide, strip_controls, valid_tool_name};
 pub use warning::Warning;

@@ -15,6 +15,9 @@ pub enum LeftOutBy {
     MaxTools,
     /// Changed since `mcp.lock` pinned it, under `pin: "strict"`.
     Quarantine,
+    /// Its name is not a valid MCP tool name (1–128 characters of
+    /// `A-Z a-z 0-9 _ - .`).
+    InvalidName,
 }
 
 impl LeftOutBy {
@@ -26,6 +29,7 @@ impl LeftOutBy {
             LeftOutBy::SchemaSize => "max_input_schema_bytes",
             LeftOutBy::MaxTools => "max_tools",
             LeftOutBy::Quarantine => "the pin (mcp.lock)",
+            LeftOutBy::InvalidName => "an invalid name",
         }
     }
 }

@@ -89,6 +89,17 @@ pub enum Warning {
         /// The tools left out.
         tools: Vec<String>,
     },
+    /// Tools whose names are not valid MCP tool names (1–128 characters
+    /// of `A-Z a-z 0-9 _ - .`) are left out.
+    InvalidNames {
+        /// The server.
+        server: String,
+        /// How many were left out.
+        count: usize,
+        /// The first few names, each cut to a short prefix with its size
+        /// and hash ([`elide`](crate::elide)).
+        examples: Vec<String>,
+    },
     /// A name longer than 64 characters was shortened.
     Shortened {
         /// The server.
@@ -112,6 +123,7 @@ impl Warning {
             Warning::NameCollision { .. } => "name-collision",
             Warning::ReservedName { .. } => "reserved-name",
             Warning::Shortened { .. } => "name-shortened",
+            Warning::InvalidNames { .. } => "invalid-name",
             Warning::ToolChanged {
                 quarantined: false, ..
             } => "tool-changed",
@@ -159,14 +171,29 @@ impl Warning {
             | Warning::ReservedName { server, .. }
             | Warning::ToolChanged { server, .. }
             | Warning::Unverified { server, .. }
-            | Warning::Shortened { server, .. } => Some(server),
+            | Warning::Shortened { server, .. }
+            | Warning::InvalidNames { server, .. } => Some(server),
             Warning::NameCollision { .. } => None,
         }
     }
 }
 
+/// At most this many names in one warning's list; the rest are counted.
+const LISTED: usize = 20;
+
+/// `names` joined, at most [`LISTED`] of them (each cut to 128 bytes), so a
+/// warning stays short however many names a server sends.
 fn list(names: &[String]) -> String {
-    names.join(", ")
+    let mut out = names
+        .iter()
+        .take(LISTED)
+        .map(|n| crate::elide(n, crate::MAX_TOOL_NAME))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > LISTED {
+        out.push_str(&format!(" and {} more", names.len() - LISTED));
+    }
+    out
 }
 
 impl fmt::Display for Warning {
@@ -247,6 +274,15 @@ impl fmt::Display for Warning {
             Warning::ToolChanged { .. } | Warning::Unverified { .. } => {
                 f.write_str(&self.describe(&|_, _| None))
             }
+            Warning::InvalidNames {
+                server,
+                count,
+                examples,
+            } => write!(
+                f,
+                "{server}: {count} tool(s) are left out because their names are not valid MCP tool names (1–128 characters of A-Z a-z 0-9 _ - .): {}",
+                list(examples)
+            ),
             Warning::Shortened { server, tool, name } => {
                 write!(
                     f,

@@ -36,15 +36,30 @@ pub(crate) async fn call(
     timeout: Duration,
     progress: Option<&ProgressSink>,
 ) -> Result<CallToolResult> {
+    // One deadline covers the whole call: the wait while the server is
+    // restarted, the wait for a slot and every round.
+    let deadline = tokio::time::Instant::now() + timeout;
     // A call that comes in while the server is being restarted waits
     // for it (within its timeout); one to a server that is down fails.
     live.ready(server, timeout).await?;
     let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-    // Wait for a slot first: the timeout covers the call itself.
-    let Ok(_slot) = live.slots.clone().acquire_owned().await else {
-        return Err(Error::NotConnected {
-            server: server.to_owned(),
-        });
+    // Wait for a slot first, within the same timeout: a call queued behind
+    // busy slots is never sent once its time is up.
+    let slot = tokio::time::timeout_at(deadline, live.slots.clone().acquire_owned()).await;
+    let _slot = match slot {
+        Ok(Ok(slot)) => slot,
+        Ok(Err(_)) => {
+            return Err(Error::NotConnected {
+                server: server.to_owned(),
+            });
+        }
+        Err(_) => {
+            return Err(Error::Busy {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                after: timeout,
+            });
+        }
     };
     let conn = live.connection();
     let timed_out = || Error::Timeout {
@@ -62,7 +77,7 @@ pub(crate) async fn call(
     let rounds = async {
         for _ in 0..MAX_INPUT_ROUNDS {
             match round(live, &conn, server, tool, params.clone(), progress).await? {
-                ServerResult::CallToolResult(result) => return Ok(result),
+                ServerResult::CallToolResult(result) => return Ok(bound_blocks(result)),
                 ServerResult::InputRequiredResult(asked) if relay.is_some() => {
                     return Err(Error::InputRequired {
                         server: server.to_owned(),
@@ -96,10 +111,30 @@ pub(crate) async fn call(
             ),
         })
     };
-    match tokio::time::timeout(timeout, rounds).await {
+    match tokio::time::timeout_at(deadline, rounds).await {
         Ok(outcome) => outcome,
         Err(_) => Err(timed_out()),
     }
+}
+
+/// At most this many content blocks of a result are kept: a server's
+/// answer of many small blocks costs a bounded number of per-block
+/// structures (each block's digest, size and copy) past this step.
+pub(crate) const MAX_CONTENT_BLOCKS: usize = 1000;
+
+/// `result` with at most [`MAX_CONTENT_BLOCKS`] content blocks: the blocks
+/// past the limit are dropped, and a last text block says how many.
+fn bound_blocks(mut result: CallToolResult) -> CallToolResult {
+    let total = result.content.len();
+    if total > MAX_CONTENT_BLOCKS {
+        result.content.truncate(MAX_CONTENT_BLOCKS - 1);
+        result.content.shrink_to_fit();
+        result.content.push(rmcp::model::ContentBlock::text(format!(
+            "core-agent left out {} of the {total} content blocks the server sent (at most {MAX_CONTENT_BLOCKS} are kept)",
+            total - (MAX_CONTENT_BLOCKS - 1)
+        )));
+    }
+    result
 }
 
 /// One `tools/call` request of a call, with the progress sink registered
@@ -332,5 +367,24 @@ impl Drop for CancelOnDrop {
         if let Ok(mut cancels) = cancels.lock() {
             cancels.spawn_on(send, &runtime);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_keeps_at_most_so_many_blocks_and_says_how_many_were_left_out() {
+        let many = CallToolResult::success(vec![rmcp::model::ContentBlock::text(""); 500_000]);
+        let bounded = bound_blocks(many);
+        assert_eq!(bounded.content.len(), MAX_CONTENT_BLOCKS);
+        let last = serde_json::to_value(&bounded.content[MAX_CONTENT_BLOCKS - 1]).unwrap();
+        assert_eq!(
+            last["text"],
+            "core-agent left out 499001 of the 500000 content blocks the server sent (at most 1000 are kept)"
+        );
+        let few = CallToolResult::success(vec![rmcp::model::ContentBlock::text("a"); 3]);
+        assert_eq!(bound_blocks(few).content.len(), 3);
     }
 }

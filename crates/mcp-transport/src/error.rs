@@ -119,6 +119,17 @@ pub enum Error {
         /// The limit that was hit.
         after: Duration,
     },
+    /// The call's timeout passed while it waited for one of the server's
+    /// call slots (`max_concurrent_calls`, all busy); it was never sent.
+    #[error("`{tool}` on server `{server}` timed out after {} waiting for a free call slot (all of the server's concurrent calls were busy); it was not sent, retry later or raise the server's concurrent call limit", humanize(*after))]
+    Busy {
+        /// The server.
+        server: String,
+        /// The server's name for the tool.
+        tool: String,
+        /// The call's timeout, spent waiting.
+        after: Duration,
+    },
     /// The server answered with a JSON-RPC error or the connection failed.
     #[error("`{tool}` on server `{server}` failed: {message}")]
     Call {

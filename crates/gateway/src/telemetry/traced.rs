@@ -40,6 +40,9 @@ impl Traced {
         name: Option<&str>,
         context: &RequestContext<RoleServer>,
     ) -> Traced {
+        // A caller's name is cut before it reaches a span or a label.
+        let cut = name.map(|n| core_agent_mcp_policy::elide(n, 256));
+        let name = cut.as_deref();
         let options = &gateway.inner.options;
         let metrics = options.metrics.clone();
         let on = options.tracing;

@@ -147,6 +147,7 @@ impl Served {
             .build()
             .unwrap()
             .get(format!("http://{}/health", self.addr))
+            .bearer_auth(A)
             .send()
             .await
             .unwrap()
@@ -197,6 +198,40 @@ async fn the_session_idle_the_longest_makes_room_per_token_and_in_all() {
         json!({"open": 3, "max": 3, "max_per_token": 2}),
         "{health}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_without_a_token_say_only_their_status() {
+    let served = serve(true, |_| {}).await;
+    let get = |path: &'static str, token: Option<&'static str>| {
+        let addr = served.addr;
+        async move {
+            let client = reqwest::Client::builder().no_proxy().build().unwrap();
+            let mut request = client.get(format!("http://{addr}{path}"));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: serde_json::Value =
+                serde_json::from_str(&response.text().await.unwrap()).unwrap();
+            (status, body)
+        }
+    };
+    // Before: /health told anyone the servers, sessions and warnings.
+    assert_eq!(get("/health", None).await, (200, json!({"status": "ok"})));
+    assert_eq!(
+        get("/health", Some("a-wrong-token-0123456789")).await,
+        (200, json!({"status": "ok"}))
+    );
+    let (status, detailed) = get("/health", Some(A)).await;
+    assert_eq!(status, 200);
+    assert!(detailed["sessions"].is_object(), "{detailed}");
+    assert!(detailed["warnings"].is_array(), "{detailed}");
+    let (status, ready) = get("/health/ready", None).await;
+    assert_eq!((status, ready), (200, json!({"ready": true})));
+    let (_, ready) = get("/health/ready", Some(B)).await;
+    assert_eq!(ready["required"], json!([]), "{ready}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,6 +41,11 @@ pub(crate) const READ_RESOURCE: &str = "resources/read ";
 /// without end).
 const NOTICE_BUFFER: usize = 1024;
 
+/// The longest resource URI a caller may send (8 KiB, the request-line
+/// length most HTTP servers accept): a longer one is refused before any
+/// lookup or did-you-mean.
+pub(crate) const MAX_URI_BYTES: usize = 8 * 1024;
+
 /// What a caller may be offered of a server beside its tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -255,6 +260,12 @@ impl Host {
             uri: public.to_owned(),
             hint,
         };
+        if public.len() > MAX_URI_BYTES {
+            return Err(unknown(format!(
+                "a resource URI is at most {} KiB; list the resources with resources/list",
+                MAX_URI_BYTES / 1024
+            )));
+        }
         let Some((name, uri)) = self.origin(public) else {
             return Err(unknown(format!(
                 "the gateway's resource URIs look like `{URI_PREFIX}<server>/<the server's own URI>`; list them with resources/list"
@@ -263,6 +274,7 @@ impl Host {
         match self.servers.get(&name) {
             Some(server) if self.offers_of(server, level, Offered::Resources) => Ok((server, uri)),
             _ => {
+                let name = core_agent_mcp_policy::elide(&name, 128);
                 let names: Vec<&str> = self
                     .offering(level, Offered::Resources)
                     .into_iter()

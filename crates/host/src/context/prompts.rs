@@ -137,6 +137,14 @@ impl Host {
         level: TrustLevel,
         name: &str,
     ) -> Result<(&Server, String)> {
+        // No prompt has a name longer than MCP allows a tool's: refused
+        // before any listing or did-you-mean.
+        if name.len() > core_agent_mcp_policy::MAX_TOOL_NAME {
+            return Err(Error::UnknownPrompt {
+                name: name.to_owned(),
+                suggestions: Vec::new(),
+            });
+        }
         // A name the kept listings have is routed by them (the client read
         // it from a listing; the server says if the prompt is gone): a
         // `prompts/get` costs no listing. One they lack is looked up in

@@ -21,6 +21,14 @@ pub(crate) fn resolve(
     survey: Option<&BuiltinTools>,
     word: &dyn Fn(&Warning) -> String,
 ) -> Result<Route> {
+    // No tool has a name longer than MCP allows: refused before any
+    // lookup, so a long name costs no more than its size.
+    if name.len() > core_agent_mcp_policy::MAX_TOOL_NAME {
+        return Err(Error::UnknownTool {
+            name: name.to_owned(),
+            suggestions: Vec::new(),
+        });
+    }
     if let Some(tool) = tools::host_tool(name, digest_on, survey.is_some())
         && (tool.survey().is_none() || survey.and_then(|a| a.levels(name)).is_some())
     {

@@ -142,6 +142,28 @@ fn resolve_gives_the_published_route_itself() {
 }
 
 #[test]
+fn a_name_longer_than_mcp_allows_is_refused_first_and_shown_cut() {
+    let published = published();
+    let long = format!("fs_read_file{}", "x".repeat(1 << 20));
+    let err = resolve(
+        &published,
+        &long,
+        TrustLevel::Creator,
+        false,
+        None,
+        &Warning::to_string,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::UnknownTool { suggestions, .. } if suggestions.is_empty()),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(text.len() < 400, "{} bytes", text.len());
+    assert!(text.contains("… (1.0 MiB, sha256:"), "{text}");
+}
+
+#[test]
 fn resolve_suggests_names_for_an_unknown_tool() {
     let published = published();
     let unknown = |name: &str, level: TrustLevel| match resolve(

@@ -143,6 +143,7 @@ pub(crate) fn attempt_may_recover(err: &core_agent_mcp_transport::Error) -> bool
         core_agent_mcp_transport::Error::Crashed { .. }
             | core_agent_mcp_transport::Error::Restarting { .. }
             | core_agent_mcp_transport::Error::Timeout { .. }
+            | core_agent_mcp_transport::Error::Busy { .. }
     )
 }
 

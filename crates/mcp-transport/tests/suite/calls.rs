@@ -186,6 +186,43 @@ async fn a_call_that_takes_too_long_times_out_and_the_server_keeps_working() {
     servers.shutdown().await;
 }
 
+#[tokio::test]
+async fn the_wait_for_a_call_slot_counts_against_the_calls_timeout() {
+    let mut entry = echo("echo", &[]);
+    entry.spec.limits = entry.spec.limits.with_max_concurrent_calls(1);
+    let servers = start(&[entry], &StartOptions::default()).await;
+    let server = servers.get("echo").unwrap();
+    // One call holds the only slot far longer than the second may wait.
+    let busy = server.call_tool("sleep", args(json!({"ms": 30_000})), CALL);
+    let queued = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        server
+            .call_tool(
+                "echo",
+                args(json!({"text": "x"})),
+                Duration::from_millis(300),
+            )
+            .await
+    };
+    let err = tokio::select! {
+        _ = busy => panic!("the busy call ended first"),
+        err = queued => err.unwrap_err(),
+    };
+    // Before: the second call waited for the slot (30 s) and then had its
+    // whole timeout again; now it fails within its own timeout, and says why.
+    assert!(
+        matches!(&err, Error::Busy { server, tool, after }
+            if server == "echo" && tool == "echo" && *after == Duration::from_millis(300)),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("timed out after 300 ms waiting for a free call slot"),
+        "{err}"
+    );
+    servers.shutdown().await;
+}
+
 #[test]
 fn start_options_default_as_documented() {
     let options = StartOptions::default();
