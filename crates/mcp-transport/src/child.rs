@@ -353,11 +353,73 @@ enum LineKind {
     Noise,
 }
 
+/// How many bytes of `max_message_bytes` each JSON object or array of one
+/// message must be worth: a message with more containers than
+/// `max_line / BYTES_PER_CONTAINER` (32,768 at the default 16 MiB) is refused
+/// like a long one. A parsed container costs far more than its text (an
+/// empty content block is 25 bytes on the wire and about 1 KiB once parsed
+/// and typed), so without this a 13 MB line of 500,000 empty blocks cost
+/// over 500 MB; with it a message's parsed form stays within a small
+/// multiple of `max_message_bytes`.
+pub(crate) const BYTES_PER_CONTAINER: usize = 512;
+
+/// The fewest containers a message may always hold, however small the limit.
+const MIN_CONTAINERS: usize = 1024;
+
+/// Counts the objects and arrays of one JSON text as it streams past, in
+/// pieces, without parsing it (strings and their escapes are skipped).
+#[derive(Debug, Default)]
+struct Containers {
+    count: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Containers {
+    fn feed(&mut self, piece: &[u8]) {
+        let mut rest = piece;
+        while !rest.is_empty() {
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                    rest = &rest[1..];
+                    continue;
+                }
+                match rest.iter().position(|b| matches!(b, b'"' | b'\\')) {
+                    Some(i) => {
+                        if rest[i] == b'"' {
+                            self.in_string = false;
+                        } else {
+                            self.escaped = true;
+                        }
+                        rest = &rest[i + 1..];
+                    }
+                    None => return,
+                }
+            } else {
+                match rest.iter().position(|b| matches!(b, b'"' | b'{' | b'[')) {
+                    Some(i) => {
+                        if rest[i] == b'"' {
+                            self.in_string = true;
+                        } else {
+                            self.count += 1;
+                        }
+                        rest = &rest[i + 1..];
+                    }
+                    None => return,
+                }
+            }
+        }
+    }
+}
+
 /// Copies JSON lines from the child's stdout to `out` as they arrive (a line
 /// is never held whole here); remembers the first line that is not JSON. A
-/// line longer than `max_line` bytes ends the copy: what is in `notes` says
-/// why, and `out` ends, so the connection ends and the server is stopped.
-/// Memory stays bounded whatever the child writes.
+/// line longer than `max_line` bytes, or with more objects and arrays than
+/// `max_line / BYTES_PER_CONTAINER`, ends the copy before its end reaches
+/// `out` (so it is never parsed): what is in `notes` says why, and `out`
+/// ends, so the connection ends and the server is stopped. Memory stays
+/// bounded whatever the child writes.
 async fn filter_stdout(
     stdout: tokio::process::ChildStdout,
     mut out: DuplexStream,
@@ -368,6 +430,8 @@ async fn filter_stdout(
     let mut kind = LineKind::Blank;
     let mut length = 0_usize;
     let mut noise = Vec::new();
+    let max_containers = (max_line / BYTES_PER_CONTAINER).max(MIN_CONTAINERS);
+    let mut containers = Containers::default();
     loop {
         let chunk = match reader.fill_buf().await {
             Ok([]) | Err(_) => break,
@@ -403,6 +467,20 @@ async fn filter_stdout(
             );
             break;
         }
+        if kind == LineKind::Protocol {
+            containers.feed(piece);
+            if containers.count > max_containers {
+                StdoutNotes::set(
+                    &notes.overflow,
+                    format!(
+                        "sent a message with more than {max_containers} JSON objects and arrays \
+                         (one per {BYTES_PER_CONTAINER} bytes of max_message_bytes, {}), so it was stopped",
+                        bytes(max_line)
+                    ),
+                );
+                break;
+            }
+        }
         match kind {
             LineKind::Protocol => {
                 if out.write_all(piece).await.is_err() {
@@ -424,6 +502,7 @@ async fn filter_stdout(
             kind = LineKind::Blank;
             length = 0;
             noise.clear();
+            containers = Containers::default();
         }
     }
     // A last line without a newline (a message printed just before exit).
@@ -452,5 +531,75 @@ mod tests {
         assert_eq!(truncate("héllo", 2), "h…");
         assert_eq!(truncate("héllo", 3), "hé…");
         assert_eq!(truncate("", 0), "");
+    }
+
+    fn count(pieces: &[&str]) -> usize {
+        let mut c = Containers::default();
+        for piece in pieces {
+            c.feed(piece.as_bytes());
+        }
+        c.count
+    }
+
+    #[test]
+    fn containers_are_counted_outside_strings_across_pieces() {
+        assert_eq!(count(&[r#"{"a":[1,{"b":[]}]}"#]), 4);
+        // Brackets inside strings, escaped quotes and escaped backslashes.
+        assert_eq!(count(&[r#"{"t":"{[\"{\\"}"#]), 1);
+        assert_eq!(count(&[r#"{"t":"a\"#, r#""{"}"#]), 1);
+        assert_eq!(count(&[r#"{"t":"a\\"#, r#""}"#, "[]"]), 2);
+        // The same text in any cut counts the same.
+        let text = r#"{"content":[{"type":"text","text":"x{"},{"type":"text","text":"\"["}]}"#;
+        for cut in 0..text.len() {
+            let (a, b) = text.as_bytes().split_at(cut);
+            let mut c = Containers::default();
+            c.feed(a);
+            c.feed(b);
+            assert_eq!(c.count, 4, "cut at {cut}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dense_message_is_stopped_before_its_end_reaches_the_reader() {
+        use tokio::io::AsyncReadExt;
+        let blocks = vec![r#"{"type":"text","text":""}"#; 5_000].join(",");
+        let line = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{blocks}]}}}}\n"
+        );
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s' '{}'", line.trim_end()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (mut reader, writer) = tokio::io::duplex(1 << 20);
+        let notes = Arc::new(StdoutNotes::default());
+        // 1 MiB allows 2,048 containers: the line has 5,002.
+        filter_stdout(stdout, writer, notes.clone(), 1 << 20).await;
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).await.unwrap();
+        assert!(got.len() < line.len(), "the whole line was passed on");
+        let why = notes.overflow().unwrap();
+        assert!(why.contains("more than 2048 JSON objects and arrays"), "{why}");
+        let _ = child.wait().await;
+
+        // The same blocks under the default limit pass whole.
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s\\n' '{}'", line.trim_end()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (mut reader, writer) = tokio::io::duplex(1 << 20);
+        let notes = Arc::new(StdoutNotes::default());
+        let copy = tokio::spawn(filter_stdout(stdout, writer, notes.clone(), 16 << 20));
+        let mut got = Vec::new();
+        reader.read_to_end(&mut got).await.unwrap();
+        copy.await.unwrap();
+        assert_eq!(got.len(), line.len());
+        assert!(notes.overflow().is_none());
+        let _ = child.wait().await;
     }
 }
