@@ -66,7 +66,8 @@ pub struct HttpOptions {
     /// A session idle this long is closed; later requests with its id get 404.
     pub session_idle: Duration,
     /// Open MCP sessions over every token, at most: a new one past it
-    /// closes the session idle the longest (503 when every one is busy).
+    /// closes its caller's session idle the longest (503 when the caller
+    /// has none idle: another caller's session is never closed for it).
     pub max_sessions: usize,
     /// Open MCP sessions of one token, at most: a new one past it closes
     /// that token's session idle the longest (503 when every one is busy).
