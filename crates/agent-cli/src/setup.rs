@@ -110,6 +110,8 @@ pub(crate) struct Launch {
     pub(crate) gateway_oauth: Option<OAuthConfig>,
     /// `gateway.store`, as written.
     pub(crate) gateway_store: Option<String>,
+    /// `gateway.rate_limits` and the tokens' `rate_limits`.
+    pub(crate) gateway_rate_limits: core_agent_gateway::RateLimits,
     pub(crate) warned: Arc<WarningLog>,
     pub(crate) stop: StopSignals,
 }
@@ -141,6 +143,7 @@ impl Launch {
             audit: gateway_audit,
             oauth: gateway_oauth,
             store: gateway_store,
+            rate_limits: gateway_rate_limits,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
@@ -196,6 +199,7 @@ impl Launch {
             gateway_audit,
             gateway_oauth,
             gateway_store,
+            gateway_rate_limits,
             warned,
             stop,
         })

@@ -30,7 +30,7 @@ use crate::limits::{BoundedSessions, Caps, OPENING, Opening, Throttle};
 use crate::oauth::{Rejection, ResourceServer, WELL_KNOWN, challenge, protected_resource_metadata};
 use crate::registry::SessionInfo;
 use crate::session::McpSession;
-use crate::{Gateway, GatewayLimits};
+use crate::{Gateway, GatewayLimits, RateLimits};
 
 /// The header that carries an MCP session's id.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -81,6 +81,9 @@ pub struct HttpOptions {
     pub auth_failures_allowed: u32,
     /// The window of [`HttpOptions::auth_failures_allowed`].
     pub auth_failure_window: Duration,
+    /// Tool calls per minute, result bytes per minute and calls in flight,
+    /// per caller (by default: [`RateLimits::default_for`] each trust level).
+    pub rate_limits: RateLimits,
 }
 
 impl HttpOptions {
@@ -107,7 +110,14 @@ impl HttpOptions {
             max_sessions_per_token: HttpOptions::MAX_SESSIONS_PER_TOKEN,
             auth_failures_allowed: 20,
             auth_failure_window: Duration::from_secs(60),
+            rate_limits: RateLimits::default(),
         }
+    }
+
+    /// Rate limits per caller, in place of the defaults.
+    pub fn with_rate_limits(mut self, limits: RateLimits) -> HttpOptions {
+        self.rate_limits = limits;
+        self
     }
 
     /// Callers signed in with an identity provider, beside the static tokens.
@@ -219,6 +229,8 @@ struct HttpState {
     /// The MCP sessions, their caps, and the token that opened each.
     sessions: Arc<BoundedSessions>,
     throttle: Throttle,
+    /// Rate limits per caller.
+    rate: Arc<crate::rate::Limiter>,
     /// The sessions the replicas share, with a fleet.
     fleet: Option<Arc<crate::fleet::Sessions>>,
 }
@@ -263,6 +275,7 @@ impl Gateway {
         let state = Arc::new(HttpState {
             gateway: self.clone(),
             throttle: Throttle::new(options.auth_failures_allowed, options.auth_failure_window),
+            rate: Arc::new(crate::rate::Limiter::new(options.rate_limits.clone())),
             options,
             sessions,
             fleet,
@@ -460,6 +473,21 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         fleet.touch(id, || registry.get(id).map_or(0, |s| s.calls));
     }
     request.extensions_mut().insert(caller.clone());
+    let remote = peer(&request);
+    let max_body = state.options.max_body_bytes;
+    let (request, permit) = match crate::rate::admit(
+        &state.rate,
+        &state.gateway,
+        &caller,
+        remote,
+        max_body,
+        request,
+    )
+    .await
+    {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
+    };
     // Only a POST without a session id can open one (`initialize`); a
     // session continued from another replica is admitted like one.
     let opening = ((posting && session.is_none()) || restoring).then(|| Opening::new(&caller));
@@ -478,7 +506,7 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     if posting && is_event_stream(&response) {
         response = draining_waits_for(response, &state.gateway);
     }
-    response
+    crate::rate::metered(response, permit)
 }
 
 /// 503 with `Retry-After: 2`: the shared store is away for now.
