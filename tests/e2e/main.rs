@@ -10,6 +10,7 @@
     clippy::panic
 )]
 
+mod abuse_identity;
 mod auth;
 mod cli;
 mod config;
