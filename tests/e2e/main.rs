@@ -12,6 +12,7 @@
 
 mod abuse_bounds;
 mod abuse_http;
+mod abuse_identity;
 mod abuse_secrets;
 mod abuse_survey;
 mod auth;

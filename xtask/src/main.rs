@@ -886,6 +886,10 @@ const GATEWAY_JWT_ADDED_US: f64 = 20.0;
 /// What scanning a 64 KiB result for known secrets may add to a call's
 /// p50, in µs.
 const REDACT_ADDED_US: f64 = 10.0;
+
+/// A call through the rate limiter may add at most this much to an
+/// unlimited one (median latency, HTTP, sequential), in µs.
+const RATE_LIMIT_ADDED_US: f64 = 10.0;
 /// What tracing (exported over OTLP) and metrics may add to a call's p50, in µs.
 const TELEMETRY_ADDED_US: f64 = 20.0;
 /// 100 HTTP sessions × 50 calls: the 99th percentile call, at most, in ms.
@@ -928,6 +932,7 @@ fn bench_gateway() -> Result<()> {
         ("http", "gateway, HTTP"),
         ("stateless", "gateway, sessionless"),
         ("jwt", "gateway, HTTP, JWT"),
+        ("limited", "gateway, HTTP, rate-limited"),
         ("untraced", "gateway, own runtime"),
         ("telemetry", "  + tracing, metrics"),
     ];
@@ -1082,6 +1087,20 @@ a call with a validated JWT (RS256) beside one with a static token, HTTP, sequen
         1e9 / static_mean,
         static_mean / jwt_mean,
         verdict(added < GATEWAY_JWT_ADDED_US)
+    );
+    // Rate limits: the same HTTP call by a caller the limiter counts
+    // (limits it never reaches) beside one it does not.
+    let [_, limited_mean, limited_p50, _] = row("sequential", "limited")?;
+    let added = (limited_p50 - static_p50) / 1e3;
+    println!("\na rate-limited call beside an unlimited one, HTTP, sequential, interleaved");
+    println!(
+        "  p50 {:.1} vs {:.1} µs, added {added:.1} µs; calls/s {:.0} vs {:.0}, ratio {:.3}   target added p50 < {RATE_LIMIT_ADDED_US} µs {}",
+        limited_p50 / 1e3,
+        static_p50 / 1e3,
+        1e9 / limited_mean,
+        1e9 / static_mean,
+        static_mean / limited_mean,
+        verdict(added < RATE_LIMIT_ADDED_US)
     );
     let static_check = ns("gateway_auth", "static", "median")?;
     let jwt_check = ns("gateway_auth", "jwt", "median")?;

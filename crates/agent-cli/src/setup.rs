@@ -134,6 +134,8 @@ pub(crate) struct Launch {
     pub(crate) gateway_store: Option<String>,
     /// `gateway.allowed_origins`, when set.
     pub(crate) gateway_origins: Option<Vec<String>>,
+    /// `gateway.rate_limits` and the tokens' `rate_limits`.
+    pub(crate) gateway_rate_limits: core_agent_gateway::RateLimits,
     pub(crate) warned: Arc<WarningLog>,
     pub(crate) stop: StopSignals,
 }
@@ -167,6 +169,7 @@ impl Launch {
             store: gateway_store,
             allowed_origins: gateway_origins,
             survey_hidden,
+            rate_limits: gateway_rate_limits,
             ..
         } = match GatewayConfig::parse(&permissions.gateway) {
             Ok(g) => g,
@@ -228,6 +231,7 @@ impl Launch {
             gateway_oauth,
             gateway_store,
             gateway_origins,
+            gateway_rate_limits,
             warned,
             stop,
         })

@@ -36,9 +36,10 @@ pub enum Entry<'a> {
     /// Who opened `session` (a caller's name, such as a gateway token's).
     /// A store kept past the process keeps the first owner it is given for
     /// a session and ignores later ones, so that a later run, or another
-    /// process sharing the store, finds it. A store in memory need not keep
-    /// it ([`MemoryStore`] does not): the host holds the owners of its
-    /// sessions while it runs, and decides what a claim means.
+    /// process sharing the store, finds it. A store in memory need not give
+    /// it back ([`MemoryStore`] does not): the host holds the owners of its
+    /// sessions while it runs, and decides what a claim means. A store with
+    /// a budget shares it between owners ([`MemoryStore::with_budget`]).
     Owner {
         /// The session.
         session: &'a str,
@@ -248,9 +249,11 @@ pub const ENDED_SESSIONS_KEPT: usize = 4096;
 /// Telemetry grows with [`Store::record`], by one [`Usage`] per session
 /// that has any, and is bounded by session: of the sessions that ended
 /// ([`Store::ended`]), the last [`ENDED_SESSIONS_KEPT`] keep theirs.
-/// Owners ([`Entry::Owner`]) are not kept: a store that ends with its
-/// process has nobody to tell them to, and the host holds the owners of its
-/// sessions while it runs.
+/// Owners ([`Entry::Owner`]) are not given back ([`SessionRecord::owner`]
+/// is `None`): a store that ends with its process has nobody to tell them
+/// to, and the host holds the owners of its sessions while it runs. The
+/// store keeps them only to share its budget between owners, while a
+/// session is live or holds payloads (see [`MemoryStore::with_budget`]).
 #[derive(Debug)]
 pub struct MemoryStore {
     raw: Mutex<Raw>,
@@ -298,29 +301,79 @@ impl Telemetry {
     }
 }
 
-/// The raw payloads, in the order they were stored, and their bytes.
+/// The raw payloads, each owner's in the order they were stored, and
+/// their bytes.
 #[derive(Debug)]
 struct Raw {
-    records: HashMap<String, RawRecord>,
+    records: HashMap<String, Held>,
     /// How many of `records` each session stored.
     per_session: HashMap<String, usize>,
-    order: VecDeque<String>,
+    /// The owner of each session that told one ([`Entry::Owner`]), while
+    /// the session is live or holds payloads: whose share its payloads count
+    /// against.
+    owners: HashMap<String, String>,
+    /// Sessions that ended ([`Store::ended`]) and still hold payloads: their
+    /// owner is forgotten with their last payload.
+    ended: std::collections::HashSet<String>,
+    /// Each owner's payloads, oldest first, and their bytes ("" holds
+    /// the payloads of sessions with no owner).
+    shares: HashMap<String, Share>,
+    /// Numbers the payloads in the order they were stored.
+    next: u64,
     bytes: u64,
     budget: u64,
     evicted: u64,
     evicted_bytes: u64,
 }
 
+/// A payload held, and whose share it counts against.
+#[derive(Debug)]
+struct Held {
+    record: RawRecord,
+    owner: String,
+}
+
+/// One owner's payloads: `(number, call_id)` oldest first, and their bytes.
+#[derive(Debug, Default)]
+struct Share {
+    order: VecDeque<(u64, String)>,
+    bytes: u64,
+}
+
 impl Raw {
+    /// The owner whose oldest payload goes next: the one holding the most
+    /// bytes (counting `incoming` bytes for `putter`, about to be stored),
+    /// the one whose oldest payload is oldest on a tie.
+    fn heaviest(&self, putter: &str, incoming: u64) -> Option<String> {
+        self.shares
+            .iter()
+            .filter_map(|(owner, share)| {
+                let (first, _) = share.order.front()?;
+                let weight = share.bytes + if owner == putter { incoming } else { 0 };
+                Some((weight, std::cmp::Reverse(*first), owner))
+            })
+            .max()
+            .map(|(_, _, owner)| owner.clone())
+    }
+
     fn evict(&mut self, call_id: &str) {
-        if let Some(record) = self.records.remove(call_id) {
+        if let Some(Held { record, owner }) = self.records.remove(call_id) {
+            let bytes = size(&record);
+            if let Some(share) = self.shares.get_mut(&owner) {
+                share.bytes = share.bytes.saturating_sub(bytes);
+                if share.order.is_empty() {
+                    self.shares.remove(&owner);
+                }
+            }
             if let Some(count) = self.per_session.get_mut(&record.session_id) {
                 *count = count.saturating_sub(1);
                 if *count == 0 {
                     self.per_session.remove(&record.session_id);
+                    if self.ended.remove(&record.session_id) {
+                        self.owners.remove(&record.session_id);
+                    }
                 }
             }
-            let bytes = size(&record);
             self.bytes = self.bytes.saturating_sub(bytes);
             self.evicted += 1;
             self.evicted_bytes += bytes;
@@ -350,9 +403,13 @@ impl MemoryStore {
     }
 
     /// An empty store that keeps at most `budget` bytes of raw payloads
-    /// (a record counts its payload's and its ids' bytes). A `put` that would
-    /// pass the budget first drops the oldest payloads, in the order they
-    /// were stored, until the new one fits; `get` of a dropped one is `None`
+    /// (a record counts its payload's and its ids' bytes), shared between
+    /// owners: a `put` that would pass the budget first drops payloads
+    /// until the new one fits, each time the oldest payload of the owner
+    /// holding the most bytes (the new payload counted for its own owner),
+    /// so a caller that stores much evicts its own payloads before another
+    /// owner's. A payload's owner is its session's ([`Entry::Owner`]);
+    /// sessions with none share one. `get` of a dropped payload is `None`
     /// and [`Store::evicted`] counts them. A single payload larger than the
     /// whole budget is refused with [`Error::OverBudget`], and nothing is
     /// dropped for it.
@@ -361,7 +418,10 @@ impl MemoryStore {
             raw: Mutex::new(Raw {
                 records: HashMap::new(),
                 per_session: HashMap::new(),
-                order: VecDeque::new(),
+                owners: HashMap::new(),
+                ended: std::collections::HashSet::new(),
+                shares: HashMap::new(),
+                next: 0,
                 bytes: 0,
                 budget,
                 evicted: 0,
@@ -391,18 +451,35 @@ impl MemoryStore {
                 budget: raw.budget,
             });
         }
+        let owner = raw
+            .owners
+            .get(&record.session_id)
+            .cloned()
+            .unwrap_or_default();
         while raw.bytes + bytes > raw.budget {
-            let Some(oldest) = raw.order.pop_front() else {
+            let Some(heaviest) = raw.heaviest(&owner, bytes) else {
+                break;
+            };
+            let Some((_, oldest)) = raw
+                .shares
+                .get_mut(&heaviest)
+                .and_then(|share| share.order.pop_front())
+            else {
                 break;
             };
             raw.evict(&oldest);
         }
         raw.bytes += bytes;
-        raw.order.push_back(record.call_id.clone());
+        raw.next += 1;
+        let number = raw.next;
+        let share = raw.shares.entry(owner.clone()).or_default();
+        share.order.push_back((number, record.call_id.clone()));
+        share.bytes += bytes;
         *raw.per_session
             .entry(record.session_id.clone())
             .or_default() += 1;
-        raw.records.insert(record.call_id.clone(), record);
+        raw.records
+            .insert(record.call_id.clone(), Held { record, owner });
         Ok(())
     }
 }
@@ -428,8 +505,16 @@ impl Store for MemoryStore {
                     .record(event);
                 Ok(())
             }
-            // Not kept: see the type's doc.
-            Entry::Owner { .. } => Ok(()),
+            // Kept only to count payloads against their owner's share:
+            // see the type's doc.
+            Entry::Owner { session, owner } => {
+                let mut raw = self.raw.lock().map_err(|_| poisoned())?;
+                raw.ended.remove(session);
+                raw.owners
+                    .entry(session.to_owned())
+                    .or_insert_with(|| owner.to_owned());
+                Ok(())
+            }
         }
     }
 
@@ -440,7 +525,7 @@ impl Store for MemoryStore {
             .map_err(|_| poisoned())?
             .records
             .get(call_id)
-            .cloned())
+            .map(|held| held.record.clone()))
     }
 
     fn session_records(&self) -> Result<Vec<SessionRecord>> {
@@ -508,6 +593,16 @@ impl Store for MemoryStore {
     }
 
     fn ended(&self, session: &str) -> Result<()> {
+        {
+            let mut raw = self.raw.lock().map_err(|_| poisoned())?;
+            if raw.per_session.contains_key(session) {
+                if raw.owners.contains_key(session) {
+                    raw.ended.insert(session.to_owned());
+                }
+            } else {
+                raw.owners.remove(session);
+            }
+        }
         self.usage.lock().map_err(|_| poisoned())?.ended(session);
         Ok(())
     }
@@ -632,6 +727,87 @@ mod tests {
             Err(Error::Duplicate { .. })
         ));
         assert!(store.get("call-3").unwrap().is_some());
+    }
+
+    fn owned_by(store: &MemoryStore, session: &str, owner: &str) {
+        store.append(Entry::Owner { session, owner }).unwrap();
+    }
+
+    /// Puts a record of exactly 100 bytes as the budget counts them.
+    fn put100(store: &MemoryStore, call_id: &str, session: &str) {
+        let ids = call_id.len() + session.len() + "demo".len() + "list".len();
+        store
+            .put(in_session(call_id, session, &"a".repeat(100 - ids)))
+            .unwrap();
+    }
+
+    #[test]
+    fn a_heavy_owner_evicts_its_own_payloads_before_anyone_elses() {
+        // Ten records fit.
+        let store = MemoryStore::with_budget(1000);
+        owned_by(&store, "c", "creator");
+        owned_by(&store, "p", "public");
+        put100(&store, "c1", "c");
+        put100(&store, "c2", "c");
+        // The public caller stores many more than fit.
+        for i in 0..600 {
+            put100(&store, &format!("p{i:03}"), "p");
+        }
+        // The creator's came first, yet only the public caller's went.
+        assert!(store.get("c1").unwrap().is_some());
+        assert!(store.get("c2").unwrap().is_some());
+        assert!(store.get("p599").unwrap().is_some());
+        assert!(store.get("p592").unwrap().is_some());
+        assert_eq!(store.get("p591").unwrap(), None);
+        assert_eq!(store.held().unwrap(), 1000);
+        assert_eq!(store.evicted().unwrap().map(|e| e.payloads), Some(592));
+        // The creator grows: the public caller, heavier, still pays...
+        for i in 3..=5 {
+            put100(&store, &format!("c{i}"), "c");
+        }
+        assert!(store.get("c1").unwrap().is_some());
+        assert_eq!(store.get("p594").unwrap(), None);
+        assert!(store.get("p595").unwrap().is_some());
+        // ...until the creator, counting its new payload, holds the most
+        // (6 with it, against 5): then its own oldest goes.
+        put100(&store, "c6", "c");
+        assert_eq!(store.get("c1").unwrap(), None);
+        assert!(store.get("c2").unwrap().is_some());
+        assert!(store.get("p595").unwrap().is_some());
+        assert_eq!(store.held().unwrap(), 1000);
+    }
+
+    #[test]
+    fn sessions_of_one_owner_share_its_share_and_owners_are_forgotten_with_their_payloads() {
+        let store = MemoryStore::with_budget(400);
+        owned_by(&store, "a1", "alice");
+        owned_by(&store, "a2", "alice");
+        owned_by(&store, "b1", "bob");
+        put100(&store, "b-1", "b1");
+        put100(&store, "a-1", "a1");
+        put100(&store, "a-2", "a2");
+        put100(&store, "a-3", "a1");
+        // Alice's two sessions are one owner: 4 with the new one against
+        // bob's 1, her oldest goes.
+        put100(&store, "a-4", "a2");
+        assert_eq!(store.get("a-1").unwrap(), None);
+        assert!(store.get("b-1").unwrap().is_some());
+        // A session with no owner counts against the unnamed owner.
+        put100(&store, "x-1", "xx");
+        assert!(store.get("b-1").unwrap().is_some());
+        assert_eq!(store.get("a-2").unwrap(), None);
+        // Owners are held while a session is live or holds payloads.
+        store.ended("a1").unwrap();
+        let held = |s: &str| store.raw.lock().unwrap().owners.contains_key(s);
+        assert!(held("a1"), "a1 still holds a-3");
+        owned_by(&store, "gone", "carol");
+        store.ended("gone").unwrap();
+        assert!(!held("gone"), "nothing stored: forgotten at its end");
+        // a1's last payload goes: its owner with it.
+        put100(&store, "a-5", "a2");
+        assert_eq!(store.get("a-3").unwrap(), None);
+        assert!(!held("a1"));
+        assert!(held("a2"), "live");
     }
 
     #[test]

@@ -75,8 +75,8 @@ use std::time::{Duration, Instant};
 
 use core_agent_digest::MemoryStore;
 use core_agent_gateway::{
-    Auth, Caller, DefaultTrust, Gateway, GatewayOptions, HttpOptions, OAuthConfig, ResourceServer,
-    Token,
+    Auth, Budget, Caller, DefaultTrust, Gateway, GatewayOptions, HttpOptions, Limit, OAuthConfig,
+    RateLimits, ResourceServer, Token,
 };
 use core_agent_host::demo::SUMMARY_URI;
 use core_agent_host::{DigestOptions, Host, HostOptions, Session, SessionOptions};
@@ -105,6 +105,8 @@ const SERVER: &str = "bench";
 const IN_FLIGHT: usize = 4;
 /// The HTTP listener's token.
 const TOKEN: &str = "gateway-bench-token-0123456789abcdef";
+/// A second token whose calls go through the rate limiter (limits it never reaches).
+const LIMITED_TOKEN: &str = "gateway-bench-limited-0123456789abcdef";
 /// The load run: sessions, and calls each makes.
 const SESSIONS: usize = 100;
 const SESSION_CALLS: usize = 50;
@@ -433,11 +435,20 @@ fn calls(c: &mut Criterion) {
         .unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let auth = Auth::Tokens(vec![Token {
-        name: "bench".to_owned(),
-        secret: TOKEN.to_owned(),
-        trust_level: TrustLevel::Creator,
-    }]);
+    let auth = Auth::Tokens(vec![
+        Token {
+            name: "bench".to_owned(),
+            secret: TOKEN.to_owned(),
+            trust_level: TrustLevel::Creator,
+        },
+        Token {
+            name: "limited".to_owned(),
+            secret: LIMITED_TOKEN.to_owned(),
+            trust_level: TrustLevel::Creator,
+        },
+    ]);
+    let rate_limits =
+        RateLimits::default().with_token("limited", Budget::all(Limit::Max(u64::from(u32::MAX))));
     // Signed-in callers too: JWTs of a provider in this process, creators
     // whatever their claims.
     let (issuer, jwt) = rt.block_on(identity_provider(&url));
@@ -448,7 +459,9 @@ fn calls(c: &mut Criterion) {
     )
     .unwrap();
     assert_eq!(rt.block_on(oauth.warm_up()), Ok(1));
-    let http_options = HttpOptions::new(auth.clone()).with_oauth(Some(oauth.clone()));
+    let http_options = HttpOptions::new(auth.clone())
+        .with_oauth(Some(oauth.clone()))
+        .with_rate_limits(rate_limits);
     let server = rt.spawn({
         let gateway = gateway.clone();
         async move {
@@ -465,6 +478,7 @@ fn calls(c: &mut Criterion) {
     let http = rt.block_on(http_client(&pool, &url));
     let stateless = rt.block_on(stateless_client(&pool, &url));
     let signed_in = rt.block_on(http_client_as(&pool, &url, &jwt));
+    let limited = rt.block_on(http_client_as(&pool, &url, LIMITED_TOKEN));
 
     let bare_peer = bare_client.peer().clone();
     let stdio_peer = stdio.peer().clone();
@@ -472,6 +486,7 @@ fn calls(c: &mut Criterion) {
     let hop_peer = hop.peer().clone();
     let stateless_peer = stateless.peer().clone();
     let jwt_peer = signed_in.peer().clone();
+    let limited_peer = limited.peer().clone();
     let traced_peer = traced.peer().clone();
     let untraced_peer = untraced.peer().clone();
     let paths = [
@@ -482,6 +497,7 @@ fn calls(c: &mut Criterion) {
         ("http", Route::Client(&http_peer, "bench_divide")),
         ("stateless", Route::Client(&stateless_peer, "bench_divide")),
         ("jwt", Route::Client(&jwt_peer, "bench_divide")),
+        ("limited", Route::Client(&limited_peer, "bench_divide")),
         ("untraced", Route::Client(&untraced_peer, "bench_divide")),
         ("telemetry", Route::Client(&traced_peer, "bench_divide")),
     ];

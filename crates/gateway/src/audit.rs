@@ -355,6 +355,25 @@ impl AuditLog {
         self.send(line);
     }
 
+    /// The line of a tool call refused by its caller's rate limits
+    /// (`limit`: which one), before any session saw it.
+    pub(crate) fn rate_limited(
+        &self,
+        caller: &Caller,
+        remote: Option<IpAddr>,
+        limit: &str,
+        reason: &str,
+    ) {
+        let mut line = self.head("rate_limit");
+        line.insert("caller".into(), caller_json(caller));
+        line.insert("remote".into(), json!(remote.map(|ip| ip.to_string())));
+        line.insert("decision".into(), json!("refused"));
+        line.insert("status".into(), json!(429));
+        line.insert("limit".into(), json!(limit));
+        line.insert("reason".into(), json!(hide(reason, &self.secrets)));
+        self.send(line);
+    }
+
     /// Waits, at most `limit`, until every line handed over so far is
     /// written and flushed; whether it was.
     pub fn flush(&self, limit: Duration) -> bool {

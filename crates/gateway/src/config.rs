@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use crate::oauth::{
     DEFAULT_ALGORITHMS, DefaultTrust, IntrospectionConfig, OAuthConfig, TrustMatch, TrustRule,
 };
-use crate::{AuditSettings, AuditTarget, GatewayToken};
+use crate::{AuditSettings, AuditTarget, Budget, GatewayToken, Limit, RateLimits};
 
 /// The `gateway` sections of the project's and the user's `config.json`,
 /// merged: tokens by name and each limit by key, the project file winning.
@@ -45,6 +45,10 @@ pub struct GatewayConfig {
     /// ignored files, the audit trail, the session database); both files'
     /// patterns add up.
     pub survey_hidden: Vec<String>,
+    /// `gateway.rate_limits` per trust level and
+    /// `gateway.tokens.<name>.rate_limits` per token: each limit as the
+    /// project file sets it, else the user file, else the default.
+    pub rate_limits: RateLimits,
 }
 
 /// How many MCP sessions the HTTP gateway holds, and for how long an idle
@@ -122,6 +126,12 @@ impl GatewayConfig {
     /// `gateway.store`: the PostgreSQL database replicas share.
     pub fn with_store(mut self, store: Option<String>) -> GatewayConfig {
         self.store = store;
+        self
+    }
+
+    /// `gateway.rate_limits` and each token's `rate_limits`.
+    pub fn with_rate_limits(mut self, limits: RateLimits) -> GatewayConfig {
+        self.rate_limits = limits;
         self
     }
 
@@ -216,6 +226,7 @@ impl Cx<'_> {
                 "max_connections",
                 "max_connections_per_address",
                 "survey_hidden",
+                "rate_limits",
             ],
         );
         if gateway.contains_key("allowed_origins") {
@@ -227,6 +238,41 @@ impl Cx<'_> {
                 if !config.survey_hidden.contains(&pattern) {
                     config.survey_hidden.push(pattern);
                 }
+            }
+        }
+        if let Some(v) = gateway.get("rate_limits") {
+            for (level, budget) in self.rate_levels(v, &format!("{base}/rate_limits")) {
+                let limits = &mut config.rate_limits;
+                let earlier = limits
+                    .levels
+                    .iter()
+                    .find(|(l, _)| *l == level)
+                    .map_or(Budget::default(), |(_, b)| *b);
+                limits.levels.retain(|(l, _)| *l != level);
+                limits.levels.push((level, earlier.or(budget)));
+            }
+        }
+        if let Some(tokens) = gateway.get("tokens").and_then(Value::as_object) {
+            for (name, entry) in tokens {
+                let Some(v) = entry.get("rate_limits") else {
+                    continue;
+                };
+                let pointer = format!(
+                    "{}/tokens/{}/rate_limits",
+                    self.section.pointer,
+                    escape_pointer(name)
+                );
+                let Some(budget) = self.budget(v, &pointer) else {
+                    continue;
+                };
+                let limits = &mut config.rate_limits;
+                let earlier = limits
+                    .tokens
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or(Budget::default(), |(_, b)| *b);
+                limits.tokens.retain(|(n, _)| n != name);
+                limits.tokens.push((name.clone(), earlier.or(budget)));
             }
         }
         if let Some(store) = gateway.get("store").and_then(|v| self.store(v)) {
@@ -327,6 +373,63 @@ impl Cx<'_> {
             }
         }
         out
+    }
+
+    /// `"rate_limits": {"public": {…}, "user": {…}}`: a budget per trust level.
+    fn rate_levels(&mut self, v: &Value, base: &str) -> Vec<(TrustLevel, Budget)> {
+        let Some(levels) = self.object(v, base) else {
+            return Vec::new();
+        };
+        let names: Vec<&str> = TrustLevel::ALL.map(TrustLevel::as_str).to_vec();
+        self.problems.unknown_keys(levels, base, &names);
+        let mut out = Vec::new();
+        for (name, budget) in levels {
+            let Some(level) = TrustLevel::parse(name) else {
+                continue;
+            };
+            if let Some(budget) = self.budget(budget, &format!("{base}/{name}")) {
+                out.push((level, budget));
+            }
+        }
+        out
+    }
+
+    /// `{"calls_per_minute": N, "result_bytes_per_minute": N,
+    /// "concurrent_calls": N}`, each a whole number of at least 1 or
+    /// `"unlimited"`.
+    fn budget(&mut self, v: &Value, base: &str) -> Option<Budget> {
+        let keys = [
+            "calls_per_minute",
+            "result_bytes_per_minute",
+            "concurrent_calls",
+        ];
+        let budget = self.object(v, base)?;
+        self.problems.unknown_keys(budget, base, &keys);
+        let mut limits = [None; 3];
+        for (key, limit) in keys.iter().zip(limits.iter_mut()) {
+            let Some(v) = budget.get(*key) else {
+                continue;
+            };
+            *limit = match (v.as_u64(), v.as_str()) {
+                (Some(n), _) if n >= 1 => Some(Limit::Max(n)),
+                (_, Some("unlimited")) => Some(Limit::Unlimited),
+                _ => {
+                    self.problem(
+                        &format!("{base}/{key}"),
+                        &format!("expected a whole number of at least 1 or \"unlimited\", not {v}"),
+                        &format!("write \"{key}\": 60 (no quotes), \"{key}\": \"unlimited\", or remove it for the default"),
+                    );
+                    None
+                }
+            };
+        }
+        let [calls, bytes, concurrent] = limits;
+        Some(
+            Budget::default()
+                .with_calls_per_minute(calls)
+                .with_result_bytes_per_minute(bytes)
+                .with_concurrent_calls(concurrent),
+        )
     }
 
     /// `"store": "postgres://USER@HOST/DATABASE"`, `${NAME}` placeholders
@@ -866,7 +969,7 @@ impl Cx<'_> {
                 continue;
             };
             self.problems
-                .unknown_keys(entry, &base, &["env", "trust_level"]);
+                .unknown_keys(entry, &base, &["env", "trust_level", "rate_limits"]);
             let env = match entry.get("env").and_then(Value::as_str) {
                 Some(env) if !env.is_empty() && !env.contains('=') => env.to_owned(),
                 _ => {
@@ -1055,6 +1158,60 @@ mod tests {
             GatewayConfig::parse(&[]).ok(),
             Some(GatewayConfig::default())
         );
+    }
+
+    #[test]
+    fn rate_limits_are_read_per_level_and_per_token_project_first() {
+        let (_d, p, u) = files(
+            Some(
+                r#"{"gateway": {"rate_limits": {"public": {"calls_per_minute": 10}},
+                    "tokens": {"bot": {"env": "BOT_TOKEN", "trust_level": "public",
+                                       "rate_limits": {"concurrent_calls": "unlimited"}}}}}"#,
+            ),
+            Some(
+                r#"{"gateway": {"rate_limits": {"public": {"calls_per_minute": 99, "result_bytes_per_minute": 1000},
+                                                "user": {"concurrent_calls": 2}},
+                    "tokens": {"bot": {"env": "X", "trust_level": "user", "rate_limits": {"calls_per_minute": 5}}}}}"#,
+            ),
+        );
+        let c = load(&p, Some(&u)).unwrap();
+        let public = |name: &str| {
+            c.rate_limits
+                .budget(&crate::Caller::new(name, TrustLevel::Public))
+        };
+        assert_eq!(public("anyone").calls_per_minute, Some(Limit::Max(10)));
+        assert_eq!(
+            public("anyone").result_bytes_per_minute,
+            Some(Limit::Max(1000))
+        );
+        assert_eq!(public("anyone").concurrent_calls, Some(Limit::Max(4)));
+        assert_eq!(public("bot").concurrent_calls, Some(Limit::Unlimited));
+        assert_eq!(public("bot").calls_per_minute, Some(Limit::Max(5)));
+        let user = c
+            .rate_limits
+            .budget(&crate::Caller::new("u", TrustLevel::User));
+        assert_eq!(user.concurrent_calls, Some(Limit::Max(2)));
+        assert_eq!(user.calls_per_minute, Some(Limit::Max(600)));
+    }
+
+    #[test]
+    fn a_bad_rate_limit_names_the_field_and_the_fix() {
+        let (_d, p, _u) = files(
+            Some(
+                r#"{"gateway": {"rate_limits": {"public": {"calls_per_minute": 0, "calls": 3}, "everyone": {}},
+                    "tokens": {"bot": {"env": "B", "trust_level": "public", "rate_limits": {"concurrent_calls": "lots"}}}}}"#,
+            ),
+            None,
+        );
+        let err = load(&p, None).map(drop).unwrap_err().to_string();
+        for want in [
+            "/gateway/rate_limits/public/calls_per_minute: expected a whole number of at least 1 or \"unlimited\", not 0",
+            "/gateway/rate_limits/public/calls: unknown field `calls`",
+            "/gateway/rate_limits/everyone: unknown field `everyone`",
+            "/gateway/tokens/bot/rate_limits/concurrent_calls: expected a whole number of at least 1 or \"unlimited\", not \"lots\"",
+        ] {
+            assert!(err.contains(want), "missing {want:?} in:\n{err}");
+        }
     }
 
     #[test]

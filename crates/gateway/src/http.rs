@@ -29,7 +29,7 @@ use crate::limits::{BoundedSessions, Caps, OPENING, Opening, Throttle};
 use crate::oauth::{Rejection, ResourceServer, WELL_KNOWN, challenge, protected_resource_metadata};
 use crate::registry::SessionInfo;
 use crate::session::McpSession;
-use crate::{Gateway, GatewayLimits};
+use crate::{Gateway, GatewayLimits, RateLimits};
 
 /// The header that carries an MCP session's id.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -65,7 +65,8 @@ pub struct HttpOptions {
     /// A session idle this long is closed; later requests with its id get 404.
     pub session_idle: Duration,
     /// Open MCP sessions over every token, at most: a new one past it
-    /// closes the session idle the longest (503 when every one is busy).
+    /// closes its caller's session idle the longest (503 when the caller
+    /// has none idle: another caller's session is never closed for it).
     pub max_sessions: usize,
     /// Open MCP sessions of one token, at most: a new one past it closes
     /// that token's session idle the longest (503 when every one is busy).
@@ -96,6 +97,9 @@ pub struct HttpOptions {
     /// Open connections from one address, at most; one past it is
     /// answered 503 and closed.
     pub max_connections_per_address: usize,
+    /// Tool calls per minute, result bytes per minute and calls in flight,
+    /// per caller (by default: [`RateLimits::default_for`] each trust level).
+    pub rate_limits: RateLimits,
 }
 
 impl HttpOptions {
@@ -136,6 +140,7 @@ impl HttpOptions {
             body_timeout: HttpOptions::BODY_TIMEOUT,
             max_connections: HttpOptions::MAX_CONNECTIONS,
             max_connections_per_address: HttpOptions::MAX_CONNECTIONS_PER_ADDRESS,
+            rate_limits: RateLimits::default(),
         }
     }
 
@@ -162,6 +167,12 @@ impl HttpOptions {
     /// `Origin` headers accepted, in place of the loopback origins.
     pub fn with_allowed_origins(mut self, origins: Vec<String>) -> HttpOptions {
         self.allowed_origins = origins;
+        self
+    }
+
+    /// Rate limits per caller, in place of the defaults.
+    pub fn with_rate_limits(mut self, limits: RateLimits) -> HttpOptions {
+        self.rate_limits = limits;
         self
     }
 
@@ -289,6 +300,8 @@ struct HttpState {
     throttle: Throttle,
     /// The request ids in flight on each session.
     in_flight: Arc<crate::front::InFlight>,
+    /// Rate limits per caller.
+    rate: Arc<crate::rate::Limiter>,
     /// The sessions the replicas share, with a fleet.
     fleet: Option<Arc<crate::fleet::Sessions>>,
 }
@@ -334,6 +347,7 @@ impl Gateway {
             gateway: self.clone(),
             throttle: Throttle::new(options.auth_failures_allowed, options.auth_failure_window),
             in_flight: Arc::default(),
+            rate: Arc::new(crate::rate::Limiter::new(options.rate_limits.clone())),
             options,
             sessions,
             fleet,
@@ -542,6 +556,21 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         fleet.touch(id, || registry.get(id).map_or(0, |s| s.calls));
     }
     request.extensions_mut().insert(caller.clone());
+    let remote = peer(&request);
+    let max_body = state.options.max_body_bytes;
+    let (mut request, permit) = match crate::rate::admit(
+        &state.rate,
+        &state.gateway,
+        &caller,
+        remote,
+        max_body,
+        request,
+    )
+    .await
+    {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
+    };
     let deleting = request.method() == http::Method::DELETE;
     let mut held = None;
     if posting && request.uri().path().starts_with("/mcp") {
@@ -585,7 +614,7 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
     if deleting && response.status() == StatusCode::ACCEPTED {
         *response.status_mut() = StatusCode::OK;
     }
-    response
+    crate::rate::metered(response, permit)
 }
 
 /// 503 with `Retry-After: 2`: the shared store is away for now.

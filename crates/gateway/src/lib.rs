@@ -12,6 +12,7 @@ mod http;
 mod limits;
 mod oauth;
 mod prompt;
+mod rate;
 mod registry;
 mod relay;
 mod session;
@@ -38,6 +39,7 @@ pub use oauth::{
     DEFAULT_ALGORITHMS, DefaultTrust, Identity, IntrospectionConfig, MAX_AUTHORIZATION_BYTES,
     OAuthConfig, OAuthError, Rejection, ResourceServer, TrustMatch, TrustRule,
 };
+pub use rate::{Budget, Limit, RateLimits};
 pub use registry::SessionInfo;
 pub use telemetry::{DownServer, Metrics, Readiness, TraceParent};
 #[cfg(feature = "otel")]

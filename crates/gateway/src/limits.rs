@@ -1,6 +1,6 @@
 //! What keeps `serve --http` bounded under many callers: a cap on open MCP
-//! sessions, per token and in total, that closes the oldest idle session to
-//! make room (rmcp's [`LocalSessionManager`] holds the sessions; this wraps
+//! sessions, per token and in total, that closes the caller's own oldest
+//! idle session to make room (never another caller's) (rmcp's [`LocalSessionManager`] holds the sessions; this wraps
 //! it), and a throttle on repeated failed authentication from one address.
 
 use std::collections::{HashMap, VecDeque};
@@ -53,6 +53,9 @@ pub(crate) enum Refusal {
     Token(usize),
     /// The gateway holds `max_sessions` sessions, each with a call in flight.
     Total(usize),
+    /// The gateway holds `max_sessions` sessions, and those idle belong to
+    /// other callers: one caller's session is never closed for another's.
+    Crowded(usize),
 }
 
 impl std::fmt::Display for Refusal {
@@ -65,6 +68,10 @@ impl std::fmt::Display for Refusal {
             Refusal::Total(n) => write!(
                 f,
                 "the gateway already holds {n} MCP sessions (gateway.max_sessions), each with a call in flight; retry when one ends, or raise gateway.max_sessions"
+            ),
+            Refusal::Crowded(n) => write!(
+                f,
+                "the gateway already holds {n} MCP sessions (gateway.max_sessions) and none of them is yours to close (another caller's session is never closed to make room); retry later, when sessions end or idle out, or raise gateway.max_sessions"
             ),
         }
     }
@@ -160,14 +167,22 @@ impl Table {
             return Err(Refusal::Token(caps.per_token));
         }
         let over = (self.sessions.len() + 1 - victims.len()).saturating_sub(caps.total);
+        // Only the caller's own sessions are closed to make room: another
+        // identity's never are.
         let more: Vec<&SessionId> = idle
             .iter()
+            .filter(|(_, e)| e.owner == owner)
             .map(|(id, _)| *id)
             .filter(|id| !victims.contains(id))
             .take(over)
             .collect();
         if more.len() < over {
-            return Err(Refusal::Total(caps.total));
+            let others_idle = idle.iter().any(|(_, e)| e.owner != owner);
+            return Err(if others_idle {
+                Refusal::Crowded(caps.total)
+            } else {
+                Refusal::Total(caps.total)
+            });
         }
         victims.extend(more);
         let victims: Vec<SessionId> = victims.into_iter().cloned().collect();
@@ -190,8 +205,8 @@ impl Table {
 
 /// rmcp's [`LocalSessionManager`] with caps: a new session beyond
 /// `max_sessions_per_token` or `max_sessions` closes the session of that
-/// token (or of any token) idle the longest, and is refused when every one
-/// has a call in flight. It also knows which token opened each session.
+/// caller idle the longest, and is refused when every one of its sessions
+/// has a call in flight, or the others belong to other callers. It also knows which token opened each session.
 #[derive(Debug)]
 pub(crate) struct BoundedSessions {
     inner: LocalSessionManager,
@@ -554,17 +569,44 @@ mod tests {
         assert_eq!(open(&mut table, "b3", "bot", c), ["b1"]);
         open(&mut table, "m2", "me", c);
         assert_eq!(table.sessions.len(), 4);
-        // The total is reached: the oldest idle of any token goes.
-        assert_eq!(open(&mut table, "x1", "other", c), ["m1"]);
+        // The total is reached: a caller's own oldest idle session goes...
+        assert_eq!(open(&mut table, "m3", "me", c), ["m1"]);
         assert_eq!(table.sessions.len(), 4);
-        // Every session busy: the total refuses a new token's session.
-        for s in ["b2", "b3", "m2", "x1"] {
+        // ...never another's: a new token with none is refused.
+        assert_eq!(
+            table.admit(id("x1"), "other", c).map(|_| ()),
+            Err(Refusal::Crowded(4))
+        );
+        assert_eq!(table.sessions.len(), 4, "a refusal changes nothing");
+        // Every session busy: the total refuses, as it always did.
+        for s in ["b2", "b3", "m2", "m3"] {
             table.touch(&id(s), 1);
         }
         assert_eq!(
-            table.admit(id("y"), "new", c).map(|_| ()),
+            table.admit(id("y"), "other", c).map(|_| ()),
             Err(Refusal::Total(4))
         );
+    }
+
+    #[test]
+    fn three_public_callers_at_the_cap_never_close_the_creators_session() {
+        let c = caps(3, 3);
+        let mut table = Table::default();
+        open(&mut table, "creator-1", "creator", c);
+        // The creator's session is idle the longest.
+        for (i, who) in ["pub-a", "pub-b"].iter().enumerate() {
+            assert!(open(&mut table, &format!("{who}-{i}"), who, c).is_empty());
+        }
+        assert_eq!(
+            table.admit(id("pub-c-0"), "pub-c", c).map(|_| ()),
+            Err(Refusal::Crowded(3))
+        );
+        assert!(table.sessions.contains_key("creator-1"));
+        let text = Refusal::Crowded(3).to_string();
+        assert!(text.contains("none of them is yours"), "{text}");
+        // A caller that holds one closes its own to open another.
+        assert_eq!(open(&mut table, "pub-a-9", "pub-a", c), ["pub-a-0"]);
+        assert!(table.sessions.contains_key("creator-1"));
     }
 
     #[test]

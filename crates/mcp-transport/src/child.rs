@@ -563,9 +563,8 @@ mod tests {
     async fn a_dense_message_is_stopped_before_its_end_reaches_the_reader() {
         use tokio::io::AsyncReadExt;
         let blocks = vec![r#"{"type":"text","text":""}"#; 5_000].join(",");
-        let line = format!(
-            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{blocks}]}}}}\n"
-        );
+        let line =
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"content\":[{blocks}]}}}}\n");
         let mut child = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(format!("printf '%s' '{}'", line.trim_end()))
@@ -581,7 +580,10 @@ mod tests {
         reader.read_to_end(&mut got).await.unwrap();
         assert!(got.len() < line.len(), "the whole line was passed on");
         let why = notes.overflow().unwrap();
-        assert!(why.contains("more than 2048 JSON objects and arrays"), "{why}");
+        assert!(
+            why.contains("more than 2048 JSON objects and arrays"),
+            "{why}"
+        );
         let _ = child.wait().await;
 
         // The same blocks under the default limit pass whole.

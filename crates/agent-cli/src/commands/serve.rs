@@ -34,6 +34,8 @@ struct ServeArgs {
     pub(crate) allow_origins: Vec<String>,
     /// The session caps and idle timeout (flags over `config.json`).
     pub(crate) limits: GatewayLimits,
+    /// Rate limits per caller (`gateway.rate_limits`).
+    pub(crate) rate_limits: core_agent_gateway::RateLimits,
     pub(crate) level: TrustLevel,
     /// `gateway.oauth`: callers signed in with an identity provider.
     pub(crate) oauth: Option<OAuthConfig>,
@@ -62,6 +64,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
         gateway_oauth,
         gateway_store,
         gateway_origins,
+        gateway_rate_limits,
         warned,
         mut stop,
     } = match Launch::new(global, &setup, &screen) {
@@ -220,6 +223,7 @@ pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
                     .map(u64::from)
                     .or(gateway_limits.session_idle_timeout_secs),
             ),
+        rate_limits: gateway_rate_limits,
         level: global.trust_level.level(),
         oauth: gateway_oauth,
         drain: setup.call_timeout.unwrap_or(Duration::from_secs(30)),
@@ -346,6 +350,7 @@ async fn serve_on(
     };
     let mut http = match HttpOptions::new(auth)
         .with_oauth(oauth)
+        .with_rate_limits(args.rate_limits.clone())
         .with_limits(&args.limits)
     {
         Ok(http) => http,

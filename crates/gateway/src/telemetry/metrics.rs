@@ -90,6 +90,8 @@ struct Series {
     gate: HashMap<&'static str, HashMap<String, u64>>,
     /// Digested results, by method.
     digest: HashMap<String, Digest>,
+    /// Calls refused by a caller's rate limits, by limit.
+    rate_limited: HashMap<&'static str, u64>,
 }
 
 /// Reads the gauges (`None` once the gateway is gone).
@@ -152,6 +154,13 @@ impl Metrics {
         #[cfg(feature = "otel")]
         if let Some(otel) = self.otel.get() {
             otel.served(method, name, seconds, error);
+        }
+    }
+
+    /// Counts a call refused by its caller's rate limits (`limit`: which).
+    pub(crate) fn rate_limited(&self, limit: &'static str) {
+        if let Ok(mut series) = self.series.lock() {
+            *series.rate_limited.entry(limit).or_default() += 1;
         }
     }
 
@@ -261,6 +270,22 @@ impl Metrics {
             for (method, d) in &digest {
                 sample(&mut out, metric, &[("method", method.as_str())], pick(d));
             }
+        }
+        header(
+            &mut out,
+            "core_agent_rate_limited_total",
+            "counter",
+            "Tool calls refused by their caller's rate limits, by limit (calls_per_minute, result_bytes_per_minute, concurrent_calls).",
+        );
+        let mut limited: Vec<_> = series.rate_limited.iter().collect();
+        limited.sort();
+        for (limit, n) in limited {
+            sample(
+                &mut out,
+                "core_agent_rate_limited_total",
+                &[("limit", limit)],
+                n,
+            );
         }
         drop(series);
         header(
@@ -496,6 +521,9 @@ mod tests {
             None,
         );
         m.served("initialize", None, false, Duration::from_millis(3), None);
+        m.rate_limited("calls_per_minute");
+        m.rate_limited("calls_per_minute");
+        m.rate_limited("concurrent_calls");
         let text = m.render(&gauges());
         assert!(!text.contains("made_up"), "{text}");
         expect![[r##"
@@ -579,6 +607,10 @@ mod tests {
             # TYPE core_agent_digest_raw_bytes_total counter
             # HELP core_agent_digest_saved_bytes_total Bytes the digest kept out of the callers' context, by method.
             # TYPE core_agent_digest_saved_bytes_total counter
+            # HELP core_agent_rate_limited_total Tool calls refused by their caller's rate limits, by limit (calls_per_minute, result_bytes_per_minute, concurrent_calls).
+            # TYPE core_agent_rate_limited_total counter
+            core_agent_rate_limited_total{limit="calls_per_minute"} 2
+            core_agent_rate_limited_total{limit="concurrent_calls"} 1
             # HELP core_agent_sessions_open MCP client sessions open now.
             # TYPE core_agent_sessions_open gauge
             core_agent_sessions_open 2
