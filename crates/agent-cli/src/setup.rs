@@ -86,17 +86,23 @@ pub(crate) fn load_config(paths: &ConfigPaths) -> Option<Config> {
 }
 
 /// The gateway's credentials, as the host's own (see
-/// `HostConfig::from_config`): the variables `gateway.tokens` and the
-/// introspection client secret read are inherited by no stdio server that
-/// does not name them, and their values are redacted.
+/// `HostConfig::from_config`): the variables `gateway.tokens`, the
+/// introspection client secret and `gateway.store`'s placeholders read are
+/// inherited by no stdio server that does not name them, and their values
+/// are redacted.
 fn guard_gateway_secrets(
     options: &mut core_agent_host::HostOptions,
     tokens: &[core_agent_gateway::GatewayToken],
     oauth: Option<&core_agent_gateway::OAuthConfig>,
+    store: Option<&str>,
 ) {
     let mut names: Vec<String> = tokens.iter().map(|t| t.env.clone()).collect();
     if let Some(i) = oauth.and_then(|o| o.introspection.as_ref()) {
         names.extend(i.client_secret.variables().map(str::to_owned));
+    }
+    // `gateway.store`'s placeholders (the database password).
+    if let Some(store) = store.and_then(|s| core_agent_mcp_config::Template::parse(s).ok()) {
+        names.extend(store.variables().map(str::to_owned));
     }
     let mut withheld = (*options.start.withheld).clone();
     withheld.extend(names.iter().cloned());
@@ -196,7 +202,12 @@ impl Launch {
         if let Some(survey) = options.survey.take() {
             options.survey = Some(survey.with_hidden(survey_hidden));
         }
-        guard_gateway_secrets(&mut options, &gateway_tokens, gateway_oauth.as_ref());
+        guard_gateway_secrets(
+            &mut options,
+            &gateway_tokens,
+            gateway_oauth.as_ref(),
+            gateway_store.as_deref(),
+        );
         crate::render::set_redactor(options.start.redactor.clone());
         options.commands = Some(Arc::new(crate::words::commands::CliCommands));
         options.start.elicitor = if can_prompt() {

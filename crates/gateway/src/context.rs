@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use core_agent_host::{Error as HostError, Host, Offered, Offers};
-use core_agent_mcp_config::TrustLevel;
+use core_agent_mcp_config::{Redactor, TrustLevel};
 use core_agent_mcp_transport::{Error as CallError, Notice};
 use rmcp::model::{
     CacheScope, ErrorCode, LoggingLevel, LoggingMessageNotificationParam, PromptsCapability,
@@ -147,9 +147,10 @@ pub(crate) async fn listen(host: &Arc<Host>, level: TrustLevel, context: Subscri
 /// protocol error the client gets: what the client asked wrong is invalid
 /// params (an unknown resource is the spec's -32002), a backend's own
 /// JSON-RPC error passes through with its code, the rest is internal.
-pub(crate) fn protocol_error(e: HostError) -> ErrorData {
-    let message = e.to_string();
-    match e {
+/// Known secret values (`redactor`) are replaced in its message and data.
+pub(crate) fn protocol_error(e: HostError, redactor: &Redactor) -> ErrorData {
+    let message = redactor.redact(&e.to_string()).into_owned();
+    let mut error = match e {
         HostError::UnknownResource { uri, .. } => ErrorData::new(
             ErrorCode(-32002),
             message,
@@ -165,7 +166,30 @@ pub(crate) fn protocol_error(e: HostError) -> ErrorData {
             ErrorData::new(ErrorCode::METHOD_NOT_FOUND, message, None)
         }
         _ => ErrorData::internal_error(message, None),
+    };
+    if let Some(data) = &mut error.data {
+        redactor.redact_json(data);
     }
+    error
+}
+
+/// `value` with every known secret value (`redactor`) replaced, in any
+/// string it holds: what a backend returns to a resources or prompts
+/// request, before a client sees it. Free when there is nothing to redact.
+pub(crate) fn redacted<T>(value: T, redactor: &Redactor) -> T
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    if redactor.is_empty() {
+        return value;
+    }
+    let Ok(mut json) = serde_json::to_value(&value) else {
+        return value;
+    };
+    if !redactor.redact_json(&mut json) {
+        return value;
+    }
+    serde_json::from_value(json).unwrap_or(value)
 }
 
 /// A backend's error for a read of the public URI `uri` names that URI
@@ -326,6 +350,7 @@ impl Listener {
                     return self.report_dropped(window).await;
                 }
                 let mut message = message.clone();
+                self.host.redactor().redact_json(&mut message.data);
                 message.logger = Some(match &message.logger {
                     Some(logger) => format!("{server}/{logger}"),
                     None => server.clone(),

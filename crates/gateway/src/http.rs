@@ -556,21 +556,8 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
         fleet.touch(id, || registry.get(id).map_or(0, |s| s.calls));
     }
     request.extensions_mut().insert(caller.clone());
-    let remote = peer(&request);
-    let max_body = state.options.max_body_bytes;
-    let (mut request, permit) = match crate::rate::admit(
-        &state.rate,
-        &state.gateway,
-        &caller,
-        remote,
-        max_body,
-        request,
-    )
-    .await
-    {
-        Ok(admitted) => admitted,
-        Err(refused) => return refused,
-    };
+    // The body is screened first (read within `body_timeout`, refused with
+    // its JSON-RPC code), then counted against the caller's rate limits.
     let deleting = request.method() == http::Method::DELETE;
     let mut held = None;
     if posting && request.uri().path().starts_with("/mcp") {
@@ -589,6 +576,21 @@ async fn guard(State(state): State<Arc<HttpState>>, mut request: Request, next: 
             Err(answer) => return answer,
         }
     }
+    let remote = peer(&request);
+    let max_body = state.options.max_body_bytes;
+    let (request, permit) = match crate::rate::admit(
+        &state.rate,
+        &state.gateway,
+        &caller,
+        remote,
+        max_body,
+        request,
+    )
+    .await
+    {
+        Ok(admitted) => admitted,
+        Err(refused) => return refused,
+    };
     // Only a POST without a session id can open one (`initialize`); a
     // session continued from another replica is admitted like one.
     let opening = ((posting && session.is_none()) || restoring).then(|| Opening::new(&caller));
@@ -810,6 +812,14 @@ async fn probe_caller(state: &HttpState, request: Request) -> Result<bool, Respo
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or_default().to_owned());
+    if authorization.is_none() {
+        // An open gateway shows everyone the details; otherwise no token, no details.
+        return Ok(state.options.auth.caller(None).is_some());
+    }
+    // A throttled address has no token checked, the right one included.
+    if let Some(throttled) = throttled(state, &request) {
+        return Err(throttled);
+    }
     if state
         .options
         .auth
@@ -823,11 +833,7 @@ async fn probe_caller(state: &HttpState, request: Request) -> Result<bool, Respo
     {
         return Ok(true);
     }
-    if authorization.is_some()
-        && let Some(throttled) = throttled(state, &request)
-    {
-        return Err(throttled);
-    }
+    failed_sign_in(state, &request);
     Ok(false)
 }
 

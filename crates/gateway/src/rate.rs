@@ -406,18 +406,22 @@ impl Limiter {
     }
 }
 
-/// Whether `body` is a JSON-RPC `tools/call` request (a cheap look for the
-/// method's name first; parsed only when it is there).
+/// Whether `body` may be a JSON-RPC `tools/call` request: parsed (the
+/// method's name may be written with escapes, `tools\/call`), and counted as
+/// one unless it parses as a request of another method (a body that does
+/// not parse, or names its method twice, counts: the limit errs on the side
+/// of the caller paying).
 fn is_tool_call(body: &[u8]) -> bool {
-    const NEEDLE: &[u8] = b"tools/call";
-    if !body.windows(NEEDLE.len()).any(|w| w == NEEDLE) {
-        return false;
-    }
     #[derive(serde::Deserialize)]
     struct Probe {
         method: Option<String>,
     }
-    serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.method.as_deref() == Some("tools/call"))
+    match serde_json::from_slice::<Probe>(body) {
+        Ok(Probe { method: Some(m) }) => m == "tools/call",
+        // A response to the server's own request (an elicitation's answer).
+        Ok(Probe { method: None }) => false,
+        Err(_) => true,
+    }
 }
 
 /// Checks a request of `caller` against its rate limits, before it is
@@ -646,6 +650,19 @@ mod tests {
         assert!(!is_tool_call(
             br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"tools/call"}}"#
         ));
-        assert!(!is_tool_call(b"not json tools/call"));
+        // The method's name written with escapes is still a call.
+        assert!(is_tool_call(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"x"}}"#
+        ));
+        assert!(is_tool_call(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools\u002fcall","params":{"name":"x"}}"#
+        ));
+        // What cannot be read for sure counts: not JSON, a method named twice.
+        assert!(is_tool_call(b"not json"));
+        assert!(is_tool_call(
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}"#
+        ));
+        // An answer to the server's own request is not a call.
+        assert!(!is_tool_call(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
     }
 }

@@ -267,7 +267,10 @@ impl McpSession {
                 asked.request_state = Some(key.seal(what, asked.request_state.as_deref()));
                 Ok(Err(*asked))
             }
-            (Err(e), _) => Err(crate::context::protocol_error(e)),
+            (Err(e), _) => Err(crate::context::protocol_error(
+                e,
+                self.gateway.inner.host.redactor(),
+            )),
         }
     }
 
@@ -659,6 +662,7 @@ impl ServerHandler for McpSession {
         };
         result.result_type.get_or_insert(ResultType::COMPLETE);
         crate::context::cache_read(&mut result);
+        let result = crate::context::redacted(result, self.gateway.inner.host.redactor());
         let response = Ok(result.into());
         traced.finish(&response);
         response
@@ -689,7 +693,8 @@ impl ServerHandler for McpSession {
         {
             s.remove(&request.uri);
         }
-        subscribed.map_err(crate::context::protocol_error)
+        subscribed
+            .map_err(|e| crate::context::protocol_error(e, self.gateway.inner.host.redactor()))
     }
 
     #[allow(deprecated)] // legacy subscriptions, which clients below 2026-07-28 speak
@@ -710,7 +715,7 @@ impl ServerHandler for McpSession {
             .host
             .unsubscribe_resource(&request.uri)
             .await
-            .map_err(crate::context::protocol_error)
+            .map_err(|e| crate::context::protocol_error(e, self.gateway.inner.host.redactor()))
     }
 
     async fn list_prompts(
@@ -743,6 +748,7 @@ impl ServerHandler for McpSession {
             Err(asked) => return Ok(asked.into()),
         };
         result.result_type.get_or_insert(ResultType::COMPLETE);
+        let result = crate::context::redacted(result, self.gateway.inner.host.redactor());
         let response = Ok(result.into());
         traced.finish(&response);
         response
@@ -761,7 +767,7 @@ impl ServerHandler for McpSession {
             .host
             .complete(level, request)
             .await
-            .map_err(crate::context::protocol_error)?;
+            .map_err(|e| crate::context::protocol_error(e, self.gateway.inner.host.redactor()))?;
         result.result_type.get_or_insert(ResultType::COMPLETE);
         Ok(result)
     }
