@@ -1072,8 +1072,10 @@ mod tests {
 
     #[test]
     fn a_sink_gets_every_line_in_order_in_bounded_batches() {
+        // A slow sink (200 ms a batch), so that the lines queued while it
+        // writes are many even on a loaded machine.
         let sink = Arc::new(Batches {
-            delay: Duration::from_millis(20),
+            delay: Duration::from_millis(200),
             ..Batches::default()
         });
         let log = AuditLog::open(

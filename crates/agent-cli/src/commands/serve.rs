@@ -364,6 +364,10 @@ async fn serve_on(
     // one bound elsewhere takes only the origins it was given.
     if !addr.ip().is_loopback() {
         http.allowed_origins.clear();
+    } else if args.limits.max_connections_per_address.is_none() {
+        // Bound to loopback, every peer is the machine itself (its agents,
+        // or a proxy in front): a cap per address would only cap them all.
+        http.max_connections_per_address = http.max_connections;
     }
     http.allowed_origins
         .extend(args.allow_origins.iter().cloned());
