@@ -114,14 +114,14 @@ impl HttpOptions {
     /// A request body's deadline, by default.
     pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
     /// Open connections, by default.
-    pub const MAX_CONNECTIONS: usize = 512;
+    pub const MAX_CONNECTIONS: usize = 2048;
     /// Open connections from one address, by default.
     pub const MAX_CONNECTIONS_PER_ADDRESS: usize = 128;
 
     /// Loopback hosts and origins only, 4 MiB bodies, sessions closed after
     /// 30 idle minutes, at most 512 open sessions (128 per token), 20 failed
     /// bearer checks per address per minute, request heads within 10 s and
-    /// bodies within 30 s, at most 512 open connections (128 per address).
+    /// bodies within 30 s, at most 2,048 open connections (128 per address).
     pub fn new(auth: Auth) -> HttpOptions {
         HttpOptions {
             auth,
