@@ -712,16 +712,29 @@ async fn a_replica_killed_mid_run_costs_only_its_calls_in_flight() {
             let at = survivors[n % 2].clone();
             let (id, owner) = (id.clone(), *owner);
             tokio::spawn(async move {
-                let raw = Client::new(at.clone(), owner, STATELESS)
-                    .call(1, "retrieve_raw", json!({"call_id": id}))
-                    .await
-                    .unwrap();
+                // Each read opens a connection of its own, 250 at once on
+                // each survivor: a connection closed before it was answered
+                // is tried again (at most three times), as clients do.
+                let read = |token: &'static str, n: u64| {
+                    let (at, id) = (at.clone(), id.clone());
+                    async move {
+                        let mut last = None;
+                        for _ in 0..3 {
+                            match Client::new(at.clone(), token, STATELESS)
+                                .call(n, "retrieve_raw", json!({"call_id": id}))
+                                .await
+                            {
+                                Err(Failed::Retriable(why)) => last = Some(why),
+                                done => return done.unwrap(),
+                            }
+                        }
+                        panic!("{id}: no answer after three tries: {last:?}")
+                    }
+                };
+                let raw = read(owner, 1).await;
                 assert!(text(&raw).contains("SKU-0042"), "{id}: {raw}");
                 let other = if owner == ALICE { BOB } else { ALICE };
-                let refused = Client::new(at, other, STATELESS)
-                    .call(2, "retrieve_raw", json!({"call_id": id}))
-                    .await
-                    .unwrap();
+                let refused = read(other, 2).await;
                 assert_eq!(refused["isError"], true, "{id}: {refused}");
             })
         })

@@ -88,7 +88,7 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// A request head must arrive whole within this, counted from when the
     /// connection opens or its last answer was sent (so it is also how
-    /// long an idle kept-alive connection is held): 10 s.
+    /// long an idle kept-alive connection is held): 120 s.
     pub header_timeout: Duration,
     /// A `POST /mcp` body must arrive whole within this (else 408): 30 s.
     pub body_timeout: Duration,
@@ -110,7 +110,7 @@ impl HttpOptions {
     /// Open sessions of one token, by default.
     pub const MAX_SESSIONS_PER_TOKEN: usize = 128;
     /// A request head's deadline, by default.
-    pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const HEADER_TIMEOUT: Duration = Duration::from_secs(120);
     /// A request body's deadline, by default.
     pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
     /// Open connections, by default.
@@ -120,7 +120,7 @@ impl HttpOptions {
 
     /// Loopback hosts and origins only, 4 MiB bodies, sessions closed after
     /// 30 idle minutes, at most 512 open sessions (128 per token), 20 failed
-    /// bearer checks per address per minute, request heads within 10 s and
+    /// bearer checks per address per minute, request heads within 120 s and
     /// bodies within 30 s, at most 2,048 open connections (128 per address).
     pub fn new(auth: Auth) -> HttpOptions {
         HttpOptions {
