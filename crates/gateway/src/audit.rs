@@ -295,13 +295,20 @@ impl AuditLog {
         self
     }
 
+    /// [`cut`], of `text` with the known secrets already replaced: a
+    /// secret that the cut would split leaves none of itself behind (the
+    /// whole line is redacted again when it is sent).
+    fn cut(&self, text: &str, keep: usize) -> String {
+        cut(&self.redactor.redact(text), keep)
+    }
+
     /// The line of one call a session decided.
     pub fn call(&self, caller: &Caller, call: &CallRecord<'_>) {
         let mut line = self.head("call");
         line.insert("caller".into(), caller_json(caller));
         line.insert("session".into(), json!(call.session));
         line.insert("kind".into(), json!(call.kind.as_str()));
-        line.insert("name".into(), json!(cut(call.name, TEXT_BYTES)));
+        line.insert("name".into(), json!(self.cut(call.name, TEXT_BYTES)));
         line.insert("server".into(), json!(call.server));
         if let Some(arguments) = call.arguments {
             line.insert("arguments_sha256".into(), json!(arguments_hash(arguments)));
@@ -312,7 +319,7 @@ impl AuditLog {
                 let kept = if text.len() <= ARGUMENTS_BYTES {
                     redacted
                 } else {
-                    json!(cut(&text, ARGUMENTS_BYTES))
+                    json!(self.cut(&text, ARGUMENTS_BYTES))
                 };
                 line.insert("arguments".into(), kept);
             }
@@ -320,7 +327,7 @@ impl AuditLog {
         line.insert("decision".into(), json!(call.verdict.as_str()));
         line.insert(
             "reason".into(),
-            json!(reason(call).map(|r| cut(&r, REASON_BYTES))),
+            json!(reason(call).map(|r| self.cut(&r, REASON_BYTES))),
         );
         line.insert("outcome".into(), json!(call.outcome.as_str()));
         line.insert("duration_ms".into(), json!(millis(call.duration)));
@@ -350,7 +357,7 @@ impl AuditLog {
         line.insert("status".into(), json!(status));
         line.insert(
             "reason".into(),
-            json!(cut(&hide(reason, &self.secrets), REASON_BYTES)),
+            json!(self.cut(&hide(reason, &self.secrets), REASON_BYTES)),
         );
         self.send(line);
     }
@@ -1002,6 +1009,27 @@ mod tests {
             ..Caller::new("a", core_agent_mcp_config::TrustLevel::Public)
         };
         assert!(caller_json(&caller).to_string().len() < 512);
+    }
+
+    #[test]
+    fn a_secret_the_cut_would_split_leaves_nothing_of_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let secret = "zq9-operator-secret-value";
+        let log = AuditLog::open(&AuditSettings::new(AuditTarget::File(path.clone())), vec![])
+            .unwrap()
+            .with_redactor(core_agent_mcp_config::Redactor::new([("S", secret)]));
+        // The reason is cut at 1 KiB: the secret straddles the cut.
+        let reason = format!(
+            "{}{secret}{}",
+            "x".repeat(REASON_BYTES - 6),
+            "y".repeat(2048)
+        );
+        log.sign_in_refused(None, 401, &reason);
+        assert!(log.flush(Duration::from_secs(5)));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("zq9-op"), "{text}");
+        assert!(text.contains("***"), "{text}");
     }
 
     #[test]
