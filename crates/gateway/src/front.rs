@@ -397,9 +397,11 @@ fn checked(body: &[u8]) -> Result<Option<Value>, MessageError> {
     if method.is_some() && object.get("params").is_some_and(|p| !p.is_object()) {
         return Err(invalid_params("params must be an object".to_owned()));
     }
-    let message: ClientJsonRpcMessage = serde_json::from_value(value.clone()).map_err(|e| {
-        MessageError::invalid(&format!("not a valid JSON-RPC message ({e})"), id.clone())
-    })?;
+    // Read from the parsed value in place (no copy of the body's tree).
+    let message =
+        <ClientJsonRpcMessage as serde::Deserialize>::deserialize(&value).map_err(|e| {
+            MessageError::invalid(&format!("not a valid JSON-RPC message ({e})"), id.clone())
+        })?;
     if let ClientJsonRpcMessage::Request(request) = &message
         && let ClientRequest::CustomRequest(custom) = &request.request
         && METHODS.contains(&custom.method.as_str())
