@@ -512,3 +512,52 @@ fn http_calls_answered_with_500_an_endless_body_or_never_fail_clearly() {
     let run = p.run(&["mcp", "list", "--json"]);
     demo_answers(&p, &by_name(&run.json(), "demo"));
 }
+
+/// A server that answers `server/discover` only after rmcp has given up on
+/// it (10 s) and sent `initialize`: the late answer comes first.
+const SLOW_PROBE_SERVER: &str = r#"
+import json, sys, time
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    request = json.loads(line)
+    method, rid = request.get("method"), request.get("id")
+    if method == "server/discover":
+        probe = rid
+    elif method == "initialize":
+        time.sleep(0.2)
+        send({"jsonrpc": "2.0", "id": probe, "error": {"code": -32601, "message": "Method not found"}})
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": request["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "slow-probe", "version": "0"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
+            {"name": "ping", "inputSchema": {"type": "object"}}]}})
+    elif rid is not None:
+        send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}})
+"#;
+
+#[test]
+fn a_late_answer_to_the_discover_probe_is_not_taken_for_initializes() {
+    let p = Project::empty();
+    let script = p.write("slow_probe.py", SLOW_PROBE_SERVER);
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"slow": {
+            "transport": "stdio",
+            "command": core_agent_e2e::python(),
+            "args": [script],
+        }}})
+        .to_string(),
+    );
+    let run = p.run(&["tools", "--json"]);
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains("slow_ping"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+}

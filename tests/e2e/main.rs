@@ -38,6 +38,7 @@ mod gateway_token_exchange;
 mod lifecycle;
 mod listing;
 mod oauth;
+mod own_gateway;
 mod pin;
 mod policy;
 mod real;

@@ -216,6 +216,7 @@ fn deps() -> Result<PathBuf> {
             "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
             "npm/node_modules/@cyanheads/git-mcp-server/dist/index.js",
             "npm/node_modules/oidc-provider/lib/index.js",
+            "npm/node_modules/@anthropic-ai/claude-code-linux-x64/claude",
         ],
         || {
             let npm_dir = dir.join("npm");

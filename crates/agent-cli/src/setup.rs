@@ -5,6 +5,7 @@
 //! session, and stops them, a signal included.
 
 use std::io::IsTerminal;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use core_agent_host::{
     Host, HostConfig, HostOptions, Overrides, Session, SessionOptions, permission_files,
     project_root,
 };
-use core_agent_mcp_config::{Config, ConfigPaths};
+use core_agent_mcp_config::{Config, ConfigPaths, LINEAGE_VAR, Lineage, OwnProgram};
 use core_agent_mcp_policy::ServerSummary;
 use core_agent_mcp_transport::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use core_agent_mcp_transport::{BoxFuture, Elicitor};
@@ -36,6 +37,8 @@ pub(crate) struct Setup {
     pub(crate) start_timeout: Duration,
     pub(crate) call_timeout: Option<Duration>,
     pub(crate) overrides: Overrides,
+    /// `serve --server NAME`: only that server is started.
+    pub(crate) only_server: Option<String>,
 }
 
 impl Setup {
@@ -70,6 +73,7 @@ impl Setup {
             start_timeout,
             call_timeout,
             overrides,
+            only_server: None,
         })
     }
 }
@@ -83,6 +87,40 @@ pub(crate) fn load_config(paths: &ConfigPaths) -> Option<Config> {
             None
         }
     }
+}
+
+/// This program and the project it reads, as [`OwnProgram`] recognizes
+/// entries that would start it again.
+pub(crate) fn own_program(paths: &ConfigPaths) -> OwnProgram {
+    let agents_dir = paths.project.parent().unwrap_or(Path::new(".agents"));
+    OwnProgram::new(std::env::current_exe().ok(), agents_dir)
+}
+
+/// Before any server starts: refuses to run below a core-agent that reads
+/// the same project (the config starts core-agent again through a wrapper)
+/// or at the end of a chain [`core_agent_mcp_config::MAX_LINEAGE`] long
+/// (only the chain's length counts for `only`, a run that starts that one
+/// server: `serve --server NAME`); leaves out every entry that would start
+/// this gateway again; and has every stdio server learn the lineage. `Err` is the exit
+/// code, the reason printed.
+pub(crate) fn guard_own_gateway(
+    config: &mut Config,
+    paths: &ConfigPaths,
+    start: &mut core_agent_mcp_transport::StartOptions,
+    only: Option<&str>,
+) -> Result<(), u8> {
+    let own = own_program(paths);
+    let lineage = Lineage::parse(std::env::var(LINEAGE_VAR).ok().as_deref());
+    if let Some(why) = lineage.refusal(&own, only.is_some()) {
+        errln!("core-agent: {why}");
+        return Err(FAILED);
+    }
+    // Each one left out is warned about with the other left-out servers.
+    config.leave_out_own(&own, std::env::var_os("PATH").as_deref());
+    let mut set = (*start.set_env).clone();
+    set.insert(LINEAGE_VAR.to_owned(), lineage.child_value(&own));
+    start.set_env = Arc::new(set);
+    Ok(())
 }
 
 /// The gateway's credentials, as the host's own (see
@@ -150,7 +188,7 @@ impl Launch {
     /// Loads the config and `config.json`, prints the notices, and installs
     /// the signal handlers; `Err` is the exit code, the reason printed.
     pub(crate) fn new(global: &Global, setup: &Setup, screen: &Arc<Screen>) -> Result<Launch, u8> {
-        let Some(config) = load_config(&setup.paths) else {
+        let Some(mut config) = load_config(&setup.paths) else {
             return Err(USAGE);
         };
         // The gateway's section is checked with the rest of config.json, so
@@ -216,6 +254,12 @@ impl Launch {
             Arc::new(NoticeDecline)
         };
         options.start.supervisor = supervisor();
+        guard_own_gateway(
+            &mut config,
+            &setup.paths,
+            &mut options.start,
+            setup.only_server.as_deref(),
+        )?;
         // An OAuth scope step-up mid-session shows its page to a person at a
         // terminal; elsewhere the call fails with the login command.
         if std::io::stderr().is_terminal() && std::io::stdin().is_terminal() {

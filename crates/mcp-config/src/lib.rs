@@ -7,6 +7,7 @@ mod dotenv;
 mod edit;
 mod env;
 mod error;
+mod lineage;
 mod load;
 mod position;
 mod schema;
@@ -25,6 +26,7 @@ pub use edit::{
 };
 pub use env::{Env, ProcessEnv};
 pub use error::{Error, Problem, Result};
+pub use lineage::{LINEAGE_VAR, Lineage, MAX_LINEAGE, OwnProgram};
 pub use load::{ConfigPaths, load, parse_file};
 pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};

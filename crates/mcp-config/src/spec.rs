@@ -182,6 +182,14 @@ pub enum LeftOutReason {
         /// The directory as written.
         cwd: String,
     },
+    /// The entry starts this gateway again on the same project (`core-agent
+    /// serve`, as `claude mcp add -s project core-agent -- core-agent serve`
+    /// writes it): started, it would start another, without end. See
+    /// [`Config::leave_out_own`].
+    OwnGateway {
+        /// The command line as written.
+        command: String,
+    },
 }
 
 impl LeftOutReason {
@@ -191,6 +199,7 @@ impl LeftOutReason {
             LeftOutReason::Disabled => "disabled",
             LeftOutReason::UnsupportedTransport { .. } => "unsupported-transport",
             LeftOutReason::WorkingDirectory { .. } => "working-directory",
+            LeftOutReason::OwnGateway { .. } => "own-gateway",
         }
     }
 }
@@ -215,6 +224,13 @@ impl fmt::Display for LeftOutReason {
                 f,
                 "must start in its own working directory (\"cwd\": {cwd:?}), which core-agent \
                  cannot do yet; remove \"cwd\" and give absolute paths in \"command\" and \"args\""
+            ),
+            LeftOutReason::OwnGateway { command } => write!(
+                f,
+                "`{command}` is this gateway: core-agent reads this file too, and the entry would \
+                 start core-agent again without end, so core-agent leaves it out (agents such as \
+                 Claude Code still start it). To silence this, keep the entry in the agent's own \
+                 config instead (`claude mcp add -s local` or `-s user`)"
             ),
         }
     }

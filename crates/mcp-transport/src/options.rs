@@ -1,6 +1,6 @@
 //! The options every server starts under.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -74,6 +74,10 @@ pub struct StartOptions {
     /// Known secret values, replaced in a server's stderr lines (the tail
     /// kept for reports, and the log).
     pub redactor: Redactor,
+    /// Variables every stdio server gets, over its own `env` and whatever
+    /// `env_inherit` says (core-agent sets
+    /// [`LINEAGE_VAR`](core_agent_mcp_config::LINEAGE_VAR) this way).
+    pub set_env: Arc<BTreeMap<String, String>>,
 }
 
 impl fmt::Debug for StartOptions {
@@ -88,7 +92,8 @@ impl fmt::Debug for StartOptions {
             .field("restart", &self.restart)
             .field("env_inherit", &self.env_inherit)
             .field("withheld", &self.withheld)
-            .field("redactor", &self.redactor);
+            .field("redactor", &self.redactor)
+            .field("set_env", &self.set_env);
         #[cfg(feature = "oauth")]
         out.field("credentials", &self.credentials);
         out.finish_non_exhaustive()
@@ -115,6 +120,7 @@ impl Default for StartOptions {
             env_inherit: EnvInherit::All,
             withheld: Arc::default(),
             redactor: Redactor::default(),
+            set_env: Arc::default(),
         }
     }
 }
@@ -189,6 +195,15 @@ impl StartOptions {
     /// Variables no stdio server inherits unless its own entry names them.
     pub fn with_withheld(mut self, names: impl IntoIterator<Item = String>) -> StartOptions {
         self.withheld = Arc::new(names.into_iter().collect());
+        self
+    }
+
+    /// Variables every stdio server gets, over its own `env`.
+    pub fn with_set_env(
+        mut self,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> StartOptions {
+        self.set_env = Arc::new(vars.into_iter().collect());
         self
     }
 

@@ -56,13 +56,14 @@ impl Launch {
                     .iter()
                     .map(|(k, t)| (k.clone(), t.expand(env).value))
                     .collect();
-                let env = environ::environment(
+                let mut env = environ::environment(
                     entry,
                     std::env::vars_os(),
                     &own,
                     &options.env_inherit,
                     &options.withheld,
                 );
+                env.extend(options.set_env.iter().map(|(k, v)| (k.into(), v.into())));
                 let command = environ::program(command, &env, std::env::var_os("PATH").as_deref());
                 (
                     Launch::Stdio {

@@ -5,16 +5,17 @@ use core_agent_mcp_config::Dialect;
 use crate::USAGE;
 use crate::cli::{DialectArg, Global};
 use crate::render::{clean, print_json};
-use crate::setup::{Setup, load_config};
+use crate::setup::{Setup, load_config, own_program};
 
 /// `config show`: the effective merged config, with where each value came from.
 pub(crate) fn show(global: &Global, json: bool) -> u8 {
     let Some(Setup { paths, .. }) = Setup::new(global) else {
         return USAGE;
     };
-    let Some(config) = load_config(&paths) else {
+    let Some(mut config) = load_config(&paths) else {
         return USAGE;
     };
+    config.leave_out_own(&own_program(&paths), std::env::var_os("PATH").as_deref());
     print_config(&config, json);
     0
 }

@@ -49,9 +49,10 @@ struct ServeArgs {
 }
 
 pub(crate) async fn run(global: &Global, command: ServeCommand) -> u8 {
-    let Some(setup) = Setup::new(global) else {
+    let Some(mut setup) = Setup::new(global) else {
         return USAGE;
     };
+    setup.only_server = command.server.clone();
     // stdout may be the MCP channel: never live lines.
     let screen = Screen::new(false);
     let Launch {

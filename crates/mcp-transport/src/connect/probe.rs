@@ -5,7 +5,14 @@
 //! empty result instead (`{"result": {}}`); rmcp then fails the connection.
 //! This transport wrapper turns such an answer to `server/discover` (any
 //! result that is not a discover result) into the "method not found" error
-//! the server meant, so the fallback runs. Everything else passes through.
+//! the server meant, so the fallback runs.
+//!
+//! rmcp also gives up on the probe after 10 s and sends `initialize`; a slow
+//! server (a Python one starting on a loaded machine) may then answer the
+//! probe late, and rmcp took that answer for the answer to `initialize`
+//! ("conflict initialized response id: expected 1, got 0"). Once
+//! `initialize` is sent, a late answer to an abandoned probe is dropped.
+//! Everything else passes through.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -24,6 +31,9 @@ pub(super) struct DiscoverProbe<T> {
     inner: T,
     /// The ids of `server/discover` requests not yet answered.
     pending: HashSet<RequestId>,
+    /// Probes given up on (`initialize` was sent while they were pending):
+    /// their answers are dropped.
+    abandoned: HashSet<RequestId>,
 }
 
 impl<T> DiscoverProbe<T> {
@@ -31,7 +41,21 @@ impl<T> DiscoverProbe<T> {
         DiscoverProbe {
             inner,
             pending: HashSet::new(),
+            abandoned: HashSet::new(),
         }
+    }
+
+    /// Whether `message` answers a probe given up on (and is to be dropped).
+    fn late(&mut self, message: &ServerJsonRpcMessage) -> bool {
+        if self.abandoned.is_empty() {
+            return false;
+        }
+        let id = match message {
+            ServerJsonRpcMessage::Response(response) => Some(&response.id),
+            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        id.is_some_and(|id| self.abandoned.remove(id))
     }
 
     /// `message`, or the error that an answer to a pending probe that is
@@ -76,17 +100,29 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for DiscoverProbe<T> {
         &mut self,
         item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        if let ClientJsonRpcMessage::Request(request) = &item
-            && matches!(request.request, ClientRequest::DiscoverRequest(_))
-        {
-            self.pending.insert(request.id.clone());
+        if let ClientJsonRpcMessage::Request(request) = &item {
+            match request.request {
+                ClientRequest::DiscoverRequest(_) => {
+                    self.pending.insert(request.id.clone());
+                }
+                ClientRequest::InitializeRequest(_) => {
+                    self.abandoned.extend(self.pending.drain());
+                }
+                _ => {}
+            }
         }
         self.inner.send(item)
     }
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
-        let message = self.inner.receive().await?;
-        Some(self.screen(message))
+        loop {
+            let message = self.inner.receive().await?;
+            if self.late(&message) {
+                tracing::debug!("dropped a late answer to server/discover, given up on");
+                continue;
+            }
+            return Some(self.screen(message));
+        }
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
@@ -179,5 +215,29 @@ mod tests {
             probe.receive().await,
             Some(ServerJsonRpcMessage::Error(e)) if e.id == Some(id(1))
         ));
+    }
+
+    #[tokio::test]
+    async fn a_late_answer_to_a_probe_given_up_on_is_dropped() {
+        // rmcp gave up on probe 0 and sent `initialize` as request 1; the
+        // server then answers both, the probe first.
+        let mut probe = DiscoverProbe::new(Canned {
+            replies: vec![empty(0), empty(1)],
+        });
+        probe.send(discover(0)).await.unwrap();
+        probe
+            .send(ClientJsonRpcMessage::request(
+                ClientRequest::InitializeRequest(rmcp::model::InitializeRequest::new(
+                    Default::default(),
+                )),
+                id(1),
+            ))
+            .await
+            .unwrap();
+        assert!(matches!(
+            probe.receive().await,
+            Some(ServerJsonRpcMessage::Response(r)) if r.id == id(1)
+        ));
+        assert!(probe.receive().await.is_none());
     }
 }

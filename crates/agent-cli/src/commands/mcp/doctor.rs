@@ -7,7 +7,7 @@ use core_agent_host::{DoctorOptions, DoctorReport, HostOptions};
 
 use crate::cli::Global;
 use crate::render::{clean, count, first_line, print_json, restricted_lines};
-use crate::setup::{NoticeDecline, Setup, supervisor};
+use crate::setup::{NoticeDecline, Setup, guard_own_gateway, supervisor};
 use crate::signals::StopSignals;
 use crate::{FAILED, USAGE};
 
@@ -21,7 +21,7 @@ pub(crate) async fn run(global: &Global, cloud: bool, offline: bool, json: bool)
     else {
         return USAGE;
     };
-    let loaded = core_agent_mcp_config::load(&paths);
+    let mut loaded = core_agent_mcp_config::load(&paths);
     let mut host = HostOptions::default()
         .with_call_timeout(call_timeout)
         .with_commands(Arc::new(crate::words::commands::CliCommands));
@@ -29,6 +29,12 @@ pub(crate) async fn run(global: &Global, cloud: bool, offline: bool, json: bool)
     host.start.elicitor = Arc::new(NoticeDecline);
     host.start.supervisor = supervisor();
     host.start.credentials = core_agent_mcp_transport::oauth::CredentialsDir::user();
+    // An entry that is this gateway is among the findings, as a left-out server.
+    if let Ok(config) = loaded.as_mut()
+        && let Err(code) = guard_own_gateway(config, &paths, &mut host.start, None)
+    {
+        return code;
+    }
     let doctor_options = DoctorOptions::new(host)
         .with_cloud(cloud)
         .with_offline(offline);
