@@ -561,3 +561,48 @@ fn a_late_answer_to_the_discover_probe_is_not_taken_for_initializes() {
         run.stderr
     );
 }
+
+/// A shim in front of a server: the first time it runs (no `marker` file
+/// yet) it holds the client's first message 10.5 s, past rmcp's wait for
+/// the discover probe, then passes everything through both ways.
+const SLOW_FIRST_START: &str = r#"
+import os, subprocess, sys, threading, time
+marker, command = sys.argv[1], sys.argv[2:]
+slow = not os.path.exists(marker)
+open(marker, "a").close()
+child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+def up():
+    for line in child.stdout:
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+threading.Thread(target=up, daemon=True).start()
+first = True
+for line in sys.stdin.buffer:
+    if first and slow:
+        time.sleep(10.5)
+    first = False
+    child.stdin.write(line)
+    child.stdin.flush()
+child.stdin.close()
+child.wait()
+"#;
+
+#[test]
+fn a_2026_server_that_answers_the_probe_too_late_is_started_again_with_discover() {
+    let p = Project::empty();
+    let shim = p.write("slow_first.py", SLOW_FIRST_START);
+    let marker = p.path().join("started-once");
+    p.write(
+        ".agents/mcp.json",
+        &json!({"version": 1, "servers": {"py": {
+            "transport": "stdio",
+            "command": core_agent_e2e::python(),
+            "args": [shim, marker, core_agent_e2e::python(), core_agent_e2e::py_server(), "stdio"],
+        }}})
+        .to_string(),
+    );
+    let run = p.run(&["call", "--yes", "py_add", r#"{"a": 2, "b": 3}"#]);
+    run.expect_code(0);
+    assert_eq!(run.stdout, "5\n", "{}", run.stderr);
+    assert!(marker.exists());
+}

@@ -205,6 +205,16 @@ fn prometheus_scrapes_the_gateway_metrics_and_the_probes_answer() {
         json!([{"name": "broken", "status": "error"}]),
         "{ready}"
     );
+    // /health says so too: degraded, to anyone, and in detail with the token.
+    let (status, body) = get(&addr, "/health", None);
+    assert_eq!((status, body.as_str()), (503, r#"{"status":"degraded"}"#));
+    let (status, body) = get(&addr, "/health", Some(TOKEN));
+    let health: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (status, &health["status"]),
+        (503, &json!("degraded")),
+        "{health}"
+    );
 
     // /metrics on the gateway's listener needs the token.
     let (status, _) = get(&addr, "/metrics", None);

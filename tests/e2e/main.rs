@@ -23,6 +23,7 @@ mod dialects;
 mod digest;
 mod doctor;
 mod edges;
+mod everyday;
 mod faults;
 mod fleet;
 mod gate;

@@ -82,8 +82,13 @@ fn init_tracing(otel: Option<&core_agent_gateway::Otel>) {
     use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("CORE_AGENT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
+    // Colours only for a person at a terminal: a file, a pipe or a
+    // container's log collector gets plain text (and `NO_COLOR` is heard).
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let log = tracing_subscriber::fmt::layer()
         .with_writer(|| render::RedactedStderr)
+        .with_ansi(ansi)
         .with_target(false)
         .with_filter(filter);
     let registry = tracing_subscriber::registry().with(log);

@@ -319,15 +319,59 @@ pub(crate) async fn listing(global: &Global, json: bool, list: fn(&Session, bool
         Err(code) => return code,
     };
     let session = session_options(global);
+    let required: Vec<String> = launch
+        .config
+        .servers
+        .iter()
+        .filter(|s| s.spec.required)
+        .map(|s| s.name.clone())
+        .collect();
     with_session(
         global,
         launch,
         &screen,
         session,
         Waits::ForEveryServer,
-        async |session| list(session, json),
+        async |session| match (list(session, json), start_failure(session, &required)) {
+            (0, Some(why)) => {
+                errln!("core-agent: {why}");
+                FAILED
+            }
+            (code, _) => code,
+        },
     )
     .await
+}
+
+/// Why a listing fails though it listed: servers were to start and none
+/// did, or a `required` one did not.
+fn start_failure(session: &Session, required: &[String]) -> Option<String> {
+    use core_agent_mcp_transport::Status;
+    let host = session.host();
+    let up = |name: &str| {
+        host.servers()
+            .any(|s| s.name() == name && s.status() == Status::Connected)
+    };
+    let down: Vec<&str> = required
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !up(r))
+        .collect();
+    if !down.is_empty() {
+        return Some(format!(
+            "required server{} not up: {}",
+            if down.len() == 1 { " is" } else { "s are" },
+            down.join(", ")
+        ));
+    }
+    let total = host.servers().count();
+    (total > 0 && !host.servers().any(|s| s.status() == Status::Connected)).then(|| {
+        if total == 1 {
+            "the one configured server did not start".to_owned()
+        } else {
+            format!("none of the {total} configured servers started")
+        }
+    })
 }
 
 pub(crate) async fn with_session(

@@ -25,6 +25,19 @@ fn err(e: impl std::fmt::Display) -> Error {
 impl SqliteStore {
     /// Opens (or creates) the database at `path`.
     pub fn open(path: &Path) -> Result<SqliteStore> {
+        // The file is created where it is asked for: its directory too (a
+        // fresh machine has no /var/lib/core-agent).
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.exists()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                err(format!(
+                    "cannot create {}, the directory of {}: {e}",
+                    dir.display(),
+                    path.display()
+                ))
+            })?;
+        }
         let conn = Connection::open(path)
             .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
         // Processes sharing one `--session-db` (a `serve` and a `call`) wait
@@ -240,6 +253,21 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
     use crate::Method;
+
+    #[test]
+    fn a_missing_directory_is_created_and_one_that_cannot_be_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("var/lib/core-agent/sessions.db");
+        SqliteStore::open(&path).unwrap();
+        assert!(path.exists());
+        // Below a file, no directory can be made: the error names it.
+        let blocked = dir.path().join("var/lib/core-agent/sessions.db/x/s.db");
+        let Err(e) = SqliteStore::open(&blocked) else {
+            panic!("a store below a file opened");
+        };
+        assert!(e.to_string().contains("cannot create"), "{e}");
+        assert!(e.to_string().contains("sessions.db/x"), "{e}");
+    }
 
     #[test]
     fn payloads_and_telemetry_survive_reopening() {

@@ -837,14 +837,29 @@ async fn probe_caller(state: &HttpState, request: Request) -> Result<bool, Respo
     Ok(false)
 }
 
-/// `GET /health`: open to all, and then only `{"status": "ok"}`; with a
-/// valid bearer token, also each server's state, the sessions and the
-/// config's and catalog's warnings (at most [`HEALTH_WARNINGS`]).
+/// `GET /health`: open to all, and then only `{"status": "ok"}`, or
+/// `"degraded"` with 503 while a `required` server is down (not merely
+/// starting); with a valid bearer token, also each server's state, the
+/// sessions and the config's and catalog's warnings (at most
+/// [`HEALTH_WARNINGS`]).
 async fn health(State(state): State<Arc<HttpState>>, request: Request) -> Response {
-    match probe_caller(&state, request).await {
-        Ok(true) => {}
-        Ok(false) => return Json(json!({"status": "ok"})).into_response(),
+    let detailed = match probe_caller(&state, request).await {
+        Ok(detailed) => detailed,
         Err(refused) => return refused,
+    };
+    let degraded = state
+        .gateway
+        .readiness()
+        .down
+        .iter()
+        .any(|d| d.status != "starting");
+    let (code, status) = if degraded {
+        (StatusCode::SERVICE_UNAVAILABLE, "degraded")
+    } else {
+        (StatusCode::OK, "ok")
+    };
+    if !detailed {
+        return (code, Json(json!({"status": status}))).into_response();
     }
     let host = &state.gateway.inner.host;
     let servers: Vec<_> = host
@@ -853,8 +868,8 @@ async fn health(State(state): State<Arc<HttpState>>, request: Request) -> Respon
         .map(|s| json!({"name": s.name, "status": s.status, "tools": s.tools}))
         .collect();
     let starting: Vec<&str> = host.starting();
-    Json(json!({
-        "status": "ok",
+    let body = Json(json!({
+        "status": status,
         "servers": servers,
         "starting": starting,
         "calls_in_flight": state.gateway.inner.registry.in_flight(),
@@ -864,8 +879,8 @@ async fn health(State(state): State<Arc<HttpState>>, request: Request) -> Respon
             "max_per_token": state.sessions.caps().per_token,
         },
         "warnings": bounded_warnings(host.warnings()),
-    }))
-    .into_response()
+    }));
+    (code, body).into_response()
 }
 
 /// At most this many warnings in `/health`, each at most [`WARNING_BYTES`]:

@@ -75,6 +75,7 @@ pub(crate) async fn run(global: &Global, call: CallCommand) -> u8 {
         launch.options.start.restart = Some(restart_policy());
     }
     let json = call.json;
+    let session_db = global.session_db.clone();
     with_session(
         global,
         launch,
@@ -85,7 +86,7 @@ pub(crate) async fn run(global: &Global, call: CallCommand) -> u8 {
             if batch {
                 run_batch(session, calls, &screen).await
             } else {
-                run_one(session, calls, json, &screen).await
+                run_one(session, calls, json, &screen, session_db.as_deref()).await
             }
         },
     )
@@ -120,6 +121,7 @@ async fn run_one(
     calls: Vec<CallRequest>,
     json: bool,
     screen: &Arc<Screen>,
+    session_db: Option<&std::path::Path>,
 ) -> u8 {
     let Some(CallRequest { name, arguments }) = calls.into_iter().next() else {
         return USAGE;
@@ -135,6 +137,16 @@ async fn run_one(
                 print_json(&result);
             } else {
                 print_result(&result);
+            }
+            if let (Some(db), Some(call_id), Some(id)) =
+                (session_db, digest_call_id(&result), session.id())
+            {
+                errln!(
+                    "core-agent: digested; the raw payload is `{call_id}` of session `{id}`: \
+                     `core-agent raw {call_id} --session-db {db}` prints it, and the model's \
+                     retrieve_raw reaches it in a run with `--session {id} --session-db {db}`",
+                    db = db.display()
+                );
             }
             if result.is_error == Some(true) {
                 errln!("core-agent: `{name}` reported an error");
@@ -155,6 +167,15 @@ async fn run_one(
             FAILED
         }
     }
+}
+
+/// The `call_id` of a digested result's envelope (its first text block, a
+/// JSON object with `call_id`), if it is one.
+fn digest_call_id(result: &core_agent_mcp_transport::model::CallToolResult) -> Option<String> {
+    let text = result.content.first()?.as_text()?;
+    let envelope: serde_json::Value = serde_json::from_str(&text.text).ok()?;
+    envelope.get("digest")?;
+    envelope.get("call_id")?.as_str().map(str::to_owned)
 }
 
 /// What a digest of a run without `--session-db` says of its raw payload:

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 
-use super::handshake::{HandshakeError, Started, handshake};
+use super::handshake::{HandshakeError, Lifecycle, Started, handshake};
 use super::words::init_message;
 use crate::auth::{self, AuthClient, TokenSource};
 use crate::error::StartError;
@@ -48,7 +48,7 @@ pub(crate) async fn start_http(
     let outcome = match source {
         None if !per_call => {
             let transport = StreamableHttpClientTransport::from_config(config);
-            handshake(handler, transport, options.timeout).await
+            handshake(handler, transport, options.timeout, Lifecycle::Probe).await
         }
         source => {
             // One token before anything else, so a misconfiguration fails
@@ -80,19 +80,21 @@ pub(crate) async fn start_http(
                 })?;
             let client = AuthClient::new(inner, source);
             let transport = StreamableHttpClientTransport::with_client(client, config);
-            handshake(handler, transport, options.timeout).await
+            handshake(handler, transport, options.timeout, Lifecycle::Probe).await
         }
     };
     match outcome {
         Some(Ok(service)) => Ok((service, None)),
-        Some(Err(HandshakeError::Init(e))) => match auth::auth_error_in(&e) {
-            Some(auth) => Err(StartError::Auth(auth)),
-            None => Err(StartError::Initialize {
-                message: init_message(&e, described.as_deref(), &name),
-                stdout: None,
-                stderr: Vec::new(),
-            }),
-        },
+        Some(Err(HandshakeError::Init(e) | HandshakeError::LateDiscover(e))) => {
+            match auth::auth_error_in(&e) {
+                Some(auth) => Err(StartError::Auth(auth)),
+                None => Err(StartError::Initialize {
+                    message: init_message(&e, described.as_deref(), &name),
+                    stdout: None,
+                    stderr: Vec::new(),
+                }),
+            }
+        }
         Some(Err(HandshakeError::List(e))) => Err(StartError::ListTools {
             message: e.to_string(),
         }),

@@ -11,12 +11,16 @@
 //! server (a Python one starting on a loaded machine) may then answer the
 //! probe late, and rmcp took that answer for the answer to `initialize`
 //! ("conflict initialized response id: expected 1, got 0"). Once
-//! `initialize` is sent, a late answer to an abandoned probe is dropped.
+//! `initialize` is sent, a late answer to an abandoned probe is dropped; a
+//! late discover result is noted (the server speaks 2026-07-28 and will
+//! refuse `initialize`: the start is tried again with discover alone).
 //! Everything else passes through.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rmcp::RoleClient;
 use rmcp::model::{
@@ -34,14 +38,17 @@ pub(super) struct DiscoverProbe<T> {
     /// Probes given up on (`initialize` was sent while they were pending):
     /// their answers are dropped.
     abandoned: HashSet<RequestId>,
+    /// Set when a probe given up on is answered with a discover result.
+    late_discover: Arc<AtomicBool>,
 }
 
 impl<T> DiscoverProbe<T> {
-    pub(super) fn new(inner: T) -> Self {
+    pub(super) fn new(inner: T, late_discover: Arc<AtomicBool>) -> Self {
         DiscoverProbe {
             inner,
             pending: HashSet::new(),
             abandoned: HashSet::new(),
+            late_discover,
         }
     }
 
@@ -50,12 +57,19 @@ impl<T> DiscoverProbe<T> {
         if self.abandoned.is_empty() {
             return false;
         }
-        let id = match message {
-            ServerJsonRpcMessage::Response(response) => Some(&response.id),
-            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
-            _ => None,
+        let (id, discovered) = match message {
+            ServerJsonRpcMessage::Response(response) => (
+                Some(&response.id),
+                matches!(response.result, ServerResult::DiscoverResult(_)),
+            ),
+            ServerJsonRpcMessage::Error(error) => (error.id.as_ref(), false),
+            _ => (None, false),
         };
-        id.is_some_and(|id| self.abandoned.remove(id))
+        let late = id.is_some_and(|id| self.abandoned.remove(id));
+        if late && discovered {
+            self.late_discover.store(true, Ordering::Relaxed);
+        }
+        late
     }
 
     /// `message`, or the error that an answer to a pending probe that is
@@ -160,6 +174,10 @@ mod tests {
         }
     }
 
+    fn probed(canned: Canned) -> DiscoverProbe<Canned> {
+        DiscoverProbe::new(canned, Arc::default())
+    }
+
     fn id(n: i64) -> RequestId {
         NumberOrString::Number(n)
     }
@@ -177,7 +195,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_answer_to_discover_becomes_method_not_found() {
-        let mut probe = DiscoverProbe::new(Canned {
+        let mut probe = probed(Canned {
             replies: vec![empty(0), empty(0)],
         });
         probe.send(discover(0)).await.unwrap();
@@ -195,7 +213,7 @@ mod tests {
 
     #[tokio::test]
     async fn other_answers_pass_unchanged() {
-        let mut probe = DiscoverProbe::new(Canned {
+        let mut probe = probed(Canned {
             replies: vec![empty(7), empty(1)],
         });
         // Not a probe: an empty result to it is an ordinary answer.
@@ -221,7 +239,7 @@ mod tests {
     async fn a_late_answer_to_a_probe_given_up_on_is_dropped() {
         // rmcp gave up on probe 0 and sent `initialize` as request 1; the
         // server then answers both, the probe first.
-        let mut probe = DiscoverProbe::new(Canned {
+        let mut probe = probed(Canned {
             replies: vec![empty(0), empty(1)],
         });
         probe.send(discover(0)).await.unwrap();

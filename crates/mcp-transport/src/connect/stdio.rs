@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use core_agent_mcp_config::ServerEntry;
 
-use super::handshake::{HandshakeError, Started, handshake};
+use super::handshake::{HandshakeError, Lifecycle, Started, handshake};
 use super::words::init_message;
 use crate::child::ChildProcess;
 use crate::error::StartError;
@@ -22,6 +22,72 @@ pub(crate) async fn start_stdio(
     env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
     options: &StartOptions,
 ) -> Started {
+    let began = tokio::time::Instant::now();
+    match start_once(
+        entry,
+        handler.clone(),
+        command,
+        args,
+        env,
+        options,
+        options.timeout,
+        Lifecycle::Probe,
+    )
+    .await
+    {
+        // It speaks 2026-07-28 but answered the probe after rmcp gave up on
+        // it (a slow start, as a Python server's on a loaded machine): once
+        // more, with discover alone, in what is left of the start's time.
+        Err(Retry::LateDiscover(first)) => {
+            let left = options.timeout.saturating_sub(began.elapsed());
+            if left.is_zero() {
+                return Err(first);
+            }
+            tracing::debug!(server = %entry.name, "answered server/discover late; starting it again with discover alone");
+            match start_once(
+                entry,
+                handler,
+                command,
+                args,
+                env,
+                options,
+                left,
+                Lifecycle::Discover,
+            )
+            .await
+            {
+                Ok(started) => Ok(started),
+                Err(Retry::LateDiscover(e) | Retry::Failed(e)) => Err(e),
+            }
+        }
+        Err(Retry::Failed(e)) => Err(e),
+        Ok(started) => Ok(started),
+    }
+}
+
+/// A failed start, and whether one with [`Lifecycle::Discover`] may work.
+enum Retry {
+    LateDiscover(StartError),
+    Failed(StartError),
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn start_once(
+    entry: &ServerEntry,
+    handler: Handler,
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<std::ffi::OsString, std::ffi::OsString>,
+    options: &StartOptions,
+    timeout: Duration,
+    lifecycle: Lifecycle,
+) -> Result<
+    (
+        rmcp::service::RunningService<rmcp::RoleClient, Handler>,
+        Option<ChildProcess>,
+    ),
+    Retry,
+> {
     let (mut child, stdout, stdin) = ChildProcess::spawn(
         &entry.name,
         command,
@@ -32,14 +98,17 @@ pub(crate) async fn start_stdio(
         options.kill_grace,
         entry.spec.limits.max_message_bytes,
     )
-    .await?;
+    .await
+    .map_err(Retry::Failed)?;
     // The filter already stops at the limit; rmcp's own cap (16 MiB by
     // default) must not drop a line the limit allows.
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin)
         .with_max_line_length(entry.spec.limits.max_message_bytes.saturating_add(2));
-    let error = match handshake(handler, transport, options.timeout).await {
+    let mut late = false;
+    let error = match handshake(handler, transport, timeout, lifecycle).await {
         Some(Ok(service)) => return Ok((service, Some(child))),
         Some(Err(e)) => {
+            late = matches!(e, HandshakeError::LateDiscover(_));
             // A child that died explains the failure better than the broken pipe did.
             let exited = match child.exited() {
                 Some(status) => Some(status),
@@ -71,11 +140,13 @@ pub(crate) async fn start_stdio(
                     stdout,
                     stderr,
                 },
-                (None, HandshakeError::Init(e)) => StartError::Initialize {
-                    message: init_message(&e, None, &entry.name),
-                    stdout,
-                    stderr,
-                },
+                (None, HandshakeError::Init(e) | HandshakeError::LateDiscover(e)) => {
+                    StartError::Initialize {
+                        message: init_message(&e, None, &entry.name),
+                        stdout,
+                        stderr,
+                    }
+                }
                 (None, HandshakeError::List(e)) => StartError::ListTools {
                     message: e.to_string(),
                 },
@@ -88,5 +159,9 @@ pub(crate) async fn start_stdio(
         },
     };
     child.terminate(options.kill_grace).await;
-    Err(error)
+    Err(if late {
+        Retry::LateDiscover(error)
+    } else {
+        Retry::Failed(error)
+    })
 }

@@ -10,6 +10,8 @@ pub(crate) async fn run(global: &Global, json: bool) -> u8 {
     listing(global, json, list).await
 }
 
+/// Exits 1 when servers were to start and none did (see
+/// [`crate::setup::none_started`]).
 fn list(session: &Session, json: bool) -> u8 {
     let host = session.host();
     let level = session.trust_level();
@@ -47,6 +49,10 @@ fn list(session: &Session, json: bool) -> u8 {
                 r.scope.as_str(),
                 r.status
             );
+            // The rest of an error (a server's stderr tail) under its line.
+            for line in r.error.iter().flat_map(|e| e.lines().skip(1)) {
+                outln!("    {}", clean(line.trim_start()));
+            }
             for line in restricted_lines(&r.restricted_tools) {
                 outln!("    {line}");
             }
