@@ -145,7 +145,8 @@ fn a_server_that_hangs_at_start_is_stopped_too() {
         &json!({"version": 1, "servers": {"hang": hang}}).to_string(),
     );
     let run = p.run(&["mcp", "list", "--json", "--start-timeout", "0.5"]);
-    run.expect_code(0);
+    // Its one server did not start: the listing lists it, and exits 1.
+    run.expect_code(1);
     assert_eq!(run.json()[0]["status"], "error");
     let pids = recorded_pids(&pid_file);
     assert_eq!(pids.len(), 1);

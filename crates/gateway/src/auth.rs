@@ -18,6 +18,9 @@ pub struct Caller {
     pub trust_level: TrustLevel,
     /// Who signed in, for a caller whose token an identity provider issued.
     pub identity: Option<Identity>,
+    /// Rate limits its claims set (`gateway.oauth.trust`'s `rate_limits`),
+    /// over its token's and trust level's.
+    pub rate_limits: Option<crate::Budget>,
 }
 
 impl Caller {
@@ -28,6 +31,7 @@ impl Caller {
             name: name.into(),
             trust_level,
             identity: None,
+            rate_limits: None,
         }
     }
 
@@ -37,6 +41,7 @@ impl Caller {
             name: identity.display(),
             trust_level,
             identity: Some(identity),
+            rate_limits: None,
         }
     }
 

@@ -878,7 +878,8 @@ impl Cx<'_> {
         Some(out)
     }
 
-    /// `oauth.trust`: `[{"scope": S, "level": L} | {"claim": C, "value": V, "level": L}]`.
+    /// `oauth.trust`: `[{"scope": S, "level": L} | {"claim": C, "value": V, "level": L}]`,
+    /// each with optional `"rate_limits"`.
     fn trust_rules(&mut self, oauth: &Map<String, Value>, base: &str) -> Vec<TrustRule> {
         let Some(v) = oauth.get("trust") else {
             return Vec::new();
@@ -896,8 +897,11 @@ impl Cx<'_> {
             let Some(rule) = self.object(item, &pointer) else {
                 continue;
             };
-            self.problems
-                .unknown_keys(rule, &pointer, &["scope", "claim", "value", "level"]);
+            self.problems.unknown_keys(
+                rule,
+                &pointer,
+                &["scope", "claim", "value", "level", "rate_limits"],
+            );
             let matches = match (rule.get("scope"), rule.get("claim"), rule.get("value")) {
                 (Some(Value::String(s)), None, None) if !s.is_empty() => {
                     TrustMatch::Scope(s.clone())
@@ -929,7 +933,14 @@ impl Cx<'_> {
                 );
                 continue;
             };
-            out.push(TrustRule { matches, level });
+            let rate_limits = rule
+                .get("rate_limits")
+                .and_then(|v| self.budget(v, &format!("{pointer}/rate_limits")));
+            out.push(TrustRule {
+                matches,
+                level,
+                rate_limits,
+            });
         }
         out
     }
@@ -1157,6 +1168,36 @@ mod tests {
         assert_eq!(
             GatewayConfig::parse(&[]).ok(),
             Some(GatewayConfig::default())
+        );
+    }
+
+    #[test]
+    fn a_trust_rule_may_carry_rate_limits_and_a_bad_one_is_named() {
+        let (_d, p, _u) = files(
+            Some(
+                r#"{"gateway": {"oauth": {"issuer": "https://idp.example", "audience": "https://gw.example/mcp",
+                    "trust": [{"claim": "groups", "value": "bulk", "level": "user",
+                               "rate_limits": {"calls_per_minute": 6000}}]}}}"#,
+            ),
+            None,
+        );
+        let c = load(&p, None).unwrap();
+        let rule = &c.oauth.unwrap().trust[0];
+        assert_eq!(
+            rule.rate_limits.and_then(|b| b.calls_per_minute),
+            Some(Limit::Max(6000))
+        );
+        let (_d, p, _u) = files(
+            Some(
+                r#"{"gateway": {"oauth": {"issuer": "https://idp.example", "audience": "https://gw.example/mcp",
+                    "trust": [{"scope": "x", "level": "user", "rate_limits": {"calls_per_minute": 0}}]}}}"#,
+            ),
+            None,
+        );
+        let e = load(&p, None).unwrap_err().to_string();
+        assert!(
+            e.contains("/gateway/oauth/trust/0/rate_limits/calls_per_minute"),
+            "{e}"
         );
     }
 
@@ -1454,14 +1495,16 @@ mod tests {
             [
                 TrustRule {
                     matches: TrustMatch::Scope("mcp:admin".into()),
-                    level: TrustLevel::Creator
+                    level: TrustLevel::Creator,
+                    rate_limits: None,
                 },
                 TrustRule {
                     matches: TrustMatch::Claim {
                         name: "groups".into(),
                         value: serde_json::json!("eng")
                     },
-                    level: TrustLevel::User
+                    level: TrustLevel::User,
+                    rate_limits: None,
                 },
             ]
         );

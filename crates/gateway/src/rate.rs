@@ -179,8 +179,9 @@ impl RateLimits {
         self
     }
 
-    /// What `caller` may spend, every limit set: its token's, else its
-    /// level's, else the level's default.
+    /// What `caller` may spend, every limit set: its claims' (a
+    /// `gateway.oauth.trust` rule's `rate_limits`), else its token's, else
+    /// its level's, else the level's default.
     pub fn budget(&self, caller: &Caller) -> Budget {
         let token = match caller.identity {
             None => self
@@ -195,8 +196,10 @@ impl RateLimits {
             .iter()
             .find(|(l, _)| *l == caller.trust_level)
             .map(|(_, b)| *b);
-        token
+        caller
+            .rate_limits
             .unwrap_or_default()
+            .or(token.unwrap_or_default())
             .or(level.unwrap_or_default())
             .or(RateLimits::default_for(caller.trust_level))
     }

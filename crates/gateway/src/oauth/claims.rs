@@ -54,13 +54,18 @@ pub enum TrustMatch {
     },
 }
 
-/// One rule of `gateway.oauth.trust`: a caller it matches gets at least `level`.
+/// One rule of `gateway.oauth.trust`: a caller it matches gets at least
+/// `level`, and the first matching rule that has `rate_limits` sets the
+/// caller's (over its trust level's).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustRule {
     /// What the rule matches.
     pub matches: TrustMatch,
     /// The level it grants.
     pub level: TrustLevel,
+    /// `rate_limits`: what a caller it matches may spend (each limit unset
+    /// here falls back to the trust level's).
+    pub rate_limits: Option<crate::Budget>,
 }
 
 /// `gateway.oauth.default`: what a caller no rule matches gets.
@@ -123,6 +128,19 @@ pub(crate) fn trust_of(
     }
 }
 
+/// The rate limits of the first rule that matches `claims` and sets them.
+pub(crate) fn rate_limits_of(
+    claims: &Map<String, Value>,
+    rules: &[TrustRule],
+) -> Option<crate::Budget> {
+    let scopes = scopes(claims);
+    rules
+        .iter()
+        .filter(|r| r.rate_limits.is_some())
+        .find(|r| matches(&r.matches, claims, &scopes))
+        .and_then(|r| r.rate_limits)
+}
+
 /// The identity of validated `claims`: its `sub` (a JWT's is required by the
 /// validation), else, for an introspected token issued to a client on its
 /// own behalf, `client:<client_id>`.
@@ -153,6 +171,7 @@ mod tests {
             TrustRule {
                 matches: TrustMatch::Scope("mcp:admin".into()),
                 level: TrustLevel::Creator,
+                rate_limits: None,
             },
             TrustRule {
                 matches: TrustMatch::Claim {
@@ -160,6 +179,7 @@ mod tests {
                     value: json!("eng"),
                 },
                 level: TrustLevel::User,
+                rate_limits: None,
             },
             TrustRule {
                 matches: TrustMatch::Claim {
@@ -167,6 +187,7 @@ mod tests {
                     value: json!(true),
                 },
                 level: TrustLevel::Public,
+                rate_limits: None,
             },
         ]
     }

@@ -298,7 +298,9 @@ impl ResourceServer {
                 scope: self.trust_scopes(),
             });
         };
-        Ok(Caller::signed_in(identity, level))
+        let mut caller = Caller::signed_in(identity, level);
+        caller.rate_limits = claims::rate_limits_of(claims, &config.trust);
+        Ok(caller)
     }
 
     /// The scopes the trust rules name (what a refused caller could ask

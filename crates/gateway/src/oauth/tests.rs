@@ -139,6 +139,7 @@ fn config(issuer: &str) -> OAuthConfig {
                 TrustRule {
                     matches: TrustMatch::Scope("mcp:admin".into()),
                     level: TrustLevel::Creator,
+                    rate_limits: None,
                 },
                 TrustRule {
                     matches: TrustMatch::Claim {
@@ -146,6 +147,7 @@ fn config(issuer: &str) -> OAuthConfig {
                         value: json!("eng"),
                     },
                     level: TrustLevel::User,
+                    rate_limits: None,
                 },
             ],
             DefaultTrust::Refuse,
@@ -500,6 +502,7 @@ async fn opaque_tokens_are_introspected_once_and_checked_like_jwts() {
     config.trust.push(TrustRule {
         matches: TrustMatch::Scope("mcp:tools".into()),
         level: TrustLevel::Public,
+        rate_limits: None,
     });
     config.required_scopes = vec!["mcp:tools".into()];
     let rs = server(config);
@@ -606,4 +609,46 @@ async fn an_introspection_endpoint_that_is_down_gets_503_never_a_hang() {
         started.elapsed() < provider::REQUEST_TIMEOUT * 2,
         "never a hang"
     );
+}
+
+#[tokio::test]
+async fn a_claim_rule_with_rate_limits_sets_the_callers_over_its_levels() {
+    use crate::{Budget, Limit, RateLimits};
+    let k = SigningKey::new("k1");
+    let idp = idp(&[&k]).await;
+    let mut config = config(&idp.issuer);
+    // Ahead of the plain `eng` rule: a `bulk` member gets more calls, and
+    // the other limits stay the user level's.
+    config.trust.insert(
+        0,
+        TrustRule {
+            matches: TrustMatch::Claim {
+                name: "groups".into(),
+                value: json!("bulk"),
+            },
+            level: TrustLevel::User,
+            rate_limits: Some(Budget::default().with_calls_per_minute(Some(Limit::Max(6000)))),
+        },
+    );
+    let rs = server(config);
+    let limits = RateLimits::default();
+    let bulk = k.sign(&claims(
+        &idp.issuer,
+        json!({"sub": "bob", "groups": ["eng", "bulk"]}),
+    ));
+    let caller = rs.authenticate(Some(&bearer_of(&bulk))).await.unwrap();
+    let budget = limits.budget(&caller);
+    assert_eq!(budget.calls_per_minute, Some(Limit::Max(6000)));
+    assert_eq!(
+        budget.concurrent_calls,
+        RateLimits::USER.concurrent_calls,
+        "unset limits fall back to the level's"
+    );
+    let eng = k.sign(&claims(
+        &idp.issuer,
+        json!({"sub": "dan", "groups": ["eng"]}),
+    ));
+    let caller = rs.authenticate(Some(&bearer_of(&eng))).await.unwrap();
+    assert_eq!(caller.rate_limits, None);
+    assert_eq!(limits.budget(&caller), RateLimits::USER);
 }
