@@ -40,6 +40,7 @@ mod lifecycle;
 mod listing;
 mod oauth;
 mod own_gateway;
+mod peers;
 mod pin;
 mod policy;
 mod real;

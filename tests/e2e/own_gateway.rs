@@ -19,7 +19,7 @@ fn claude() -> PathBuf {
 
 /// `claude ARGS` in `project`, with its `HOME` (Claude Code keeps its own
 /// state there) and nothing of the test's environment.
-fn claude_in(project: &Path, args: &[&str]) -> String {
+pub(crate) fn claude_in(project: &Path, args: &[&str]) -> String {
     let mut cmd = Command::new(claude());
     hermetic(&mut cmd)
         .args(args)

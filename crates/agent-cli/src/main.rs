@@ -100,7 +100,22 @@ fn init_tracing(otel: Option<&core_agent_gateway::Otel>) {
 
 /// One match: each command is run by its module in `commands/`.
 async fn run(cli: Cli) -> u8 {
-    let Cli { global, command } = cli;
+    let Cli {
+        mut global,
+        command,
+    } = cli;
+    // Run from a project's subdirectory, the project is found the way git
+    // finds a repository (the default `.agents` only; a given one is kept).
+    if global.agents_dir.as_os_str() == ".agents"
+        && let Ok(here) = std::env::current_dir()
+    {
+        let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+        if let Some(found) =
+            core_agent_mcp_config::find_agents_dir(&here, ".agents", home.as_deref())
+        {
+            global.agents_dir = found;
+        }
+    }
     let global = &global;
     match command {
         Command::Mcp(McpCommand::List { json }) => mcp::list::run(global, json).await,

@@ -106,6 +106,39 @@ pub fn diagnose(config: &Config, env: &dyn Env, cloud: bool) -> Vec<Finding> {
                 });
             }
         }
+        // `command`, `args` and `url` placeholders (the mcpServers dialect).
+        for u in server.unexpanded(env) {
+            let (name, key) = u.field.split_once('/').unwrap_or((u.field.as_str(), ""));
+            let field = Some(pointer(server, name, key));
+            let (severity, check, message, fix) = match &u.reason {
+                crate::UnexpandedReason::Unset { name } => (
+                    Severity::Error,
+                    "missing-env",
+                    format!("`{name}` is set neither in the environment nor in .env, so `{}` expands to nothing", u.placeholder),
+                    format!("export {name}, add `{name}=…` to the project's .env, or write ${{{name}:-default}}"),
+                ),
+                crate::UnexpandedReason::Input => (
+                    Severity::Error,
+                    "unsupported-placeholder",
+                    format!("`{}` is VS Code's prompt for a value when the server starts; core-agent asks nothing and passes it as written", u.placeholder),
+                    "write ${NAME} instead and set NAME in the environment or the project's .env".to_owned(),
+                ),
+                _ => (
+                    Severity::Warning,
+                    "unexpanded-placeholder",
+                    format!("`{}` is no placeholder core-agent expands here, so it is passed as written", u.placeholder),
+                    "write ${NAME}, ${NAME:-default}, ${workspaceFolder} or ${userHome}; `$${` writes a literal `${`".to_owned(),
+                ),
+            };
+            findings.push(Finding {
+                severity,
+                check,
+                server: Some(server.name.clone()),
+                field,
+                message,
+                fix,
+            });
+        }
         // A server marked `cloud: "disabled"` or `"localOnly"` is not run in
         // the cloud, so nothing about it can fail there.
         let local = matches!(server.spec.cloud, Some(Cloud::Disabled | Cloud::LocalOnly));

@@ -9,6 +9,7 @@ mod env;
 mod error;
 mod lineage;
 mod load;
+pub mod peer;
 mod position;
 mod schema;
 mod secrets;
@@ -27,7 +28,8 @@ pub use edit::{
 pub use env::{Env, ProcessEnv};
 pub use error::{Error, Problem, Result};
 pub use lineage::{LINEAGE_VAR, Lineage, MAX_LINEAGE, OwnProgram};
-pub use load::{ConfigPaths, load, parse_file};
+pub use load::{ConfigPaths, find_agents_dir, load, parse_file};
+pub use peer::{Unexpanded, UnexpandedReason};
 pub use position::{escape_pointer, locate};
 pub use schema::{CORE_SCHEMA, MCP_SERVERS_SCHEMA, schema};
 pub use secrets::{MIN_SECRET_BYTES, REDACTED, Redactor};

@@ -32,6 +32,43 @@ pub struct ConfigPaths {
     pub dotenv: Option<PathBuf>,
 }
 
+/// The agents directory of the project that `start` is in, found the way
+/// git finds a repository: `start`, then each parent, is a project when it
+/// holds `<agents_dir_name>/mcp.json` or `.mcp.json`. The walk stops at the
+/// first directory that holds `.git` (a repository's root) and below `home`
+/// (whose `.agents` is the user's own file, not a project). The path
+/// returned is relative to `start` (`.agents`, `../../.agents`), so what is
+/// printed stays short; `None` when no project is found.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// std::fs::write(dir.path().join(".mcp.json"), "{}").unwrap();
+/// let sub = dir.path().join("src/deep");
+/// std::fs::create_dir_all(&sub).unwrap();
+/// let found = core_agent_mcp_config::find_agents_dir(&sub, ".agents", None);
+/// assert_eq!(found.as_deref(), Some(std::path::Path::new("../../.agents")));
+/// ```
+pub fn find_agents_dir(
+    start: &Path,
+    agents_dir_name: &str,
+    home: Option<&Path>,
+) -> Option<PathBuf> {
+    let mut relative = PathBuf::new();
+    for dir in start.ancestors() {
+        if home.is_some_and(|h| h == dir) {
+            return None;
+        }
+        if dir.join(agents_dir_name).join("mcp.json").is_file() || dir.join(".mcp.json").is_file() {
+            return Some(relative.join(agents_dir_name));
+        }
+        if dir.join(".git").exists() {
+            return None;
+        }
+        relative.push("..");
+    }
+    None
+}
+
 impl ConfigPaths {
     /// The standard paths. The project root is the directory that holds the
     /// agents directory (`.agents` → `.`): `<root>/.mcp.json` and `<root>/.env`

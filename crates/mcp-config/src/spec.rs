@@ -712,6 +712,7 @@ impl ServerEntry {
         crate::secrets::templates(self)
             .into_iter()
             .flat_map(|t| t.variables().map(str::to_owned))
+            .chain(self.launch_variables())
             .collect()
     }
 }

@@ -111,9 +111,26 @@ pub(crate) async fn call(
             ),
         })
     };
-    match tokio::time::timeout_at(deadline, rounds).await {
-        Ok(outcome) => outcome,
-        Err(_) => Err(timed_out()),
+    // The time a person spends answering the server's elicitations does
+    // not count: the deadline moves out by it, for as long as one waits.
+    let asking = conn.handler.asking.clone();
+    let waited_before = asking.waited();
+    let mut rounds = std::pin::pin!(rounds);
+    let mut until = deadline;
+    loop {
+        match tokio::time::timeout_at(until, &mut rounds).await {
+            Ok(outcome) => return outcome,
+            Err(_) => {
+                let moved = deadline + asking.waited().saturating_sub(waited_before);
+                let now = tokio::time::Instant::now();
+                if moved <= now {
+                    return Err(timed_out());
+                }
+                // While a form is open the deadline keeps moving: look again
+                // at most every 100 ms, not in a spin.
+                until = moved.max(now + Duration::from_millis(100));
+            }
+        }
     }
 }
 

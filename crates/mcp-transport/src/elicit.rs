@@ -132,3 +132,107 @@ mod tests {
         }
     }
 }
+
+/// How long a connection's elicitations have waited for their answer: a
+/// person filling in a form is not the server being slow, so a call's
+/// timeout does not run meanwhile (see `call::call`).
+#[derive(Debug, Default)]
+pub(crate) struct AskClock {
+    state: std::sync::Mutex<AskState>,
+}
+
+#[derive(Debug, Default)]
+struct AskState {
+    /// Elicitations waiting for their answer.
+    open: usize,
+    /// Since when at least one has been waiting.
+    since: Option<std::time::Instant>,
+    /// The time at least one waited, before `since`.
+    spent: std::time::Duration,
+}
+
+impl AskClock {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AskState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn begin(&self) {
+        let mut s = self.lock();
+        if s.open == 0 {
+            s.since = Some(std::time::Instant::now());
+        }
+        s.open += 1;
+    }
+
+    fn end(&self) {
+        let mut s = self.lock();
+        s.open = s.open.saturating_sub(1);
+        if s.open == 0
+            && let Some(since) = s.since.take()
+        {
+            s.spent += since.elapsed();
+        }
+    }
+
+    /// The time, so far, during which at least one elicitation waited.
+    pub(crate) fn waited(&self) -> std::time::Duration {
+        let s = self.lock();
+        s.spent + s.since.map_or(std::time::Duration::ZERO, |t| t.elapsed())
+    }
+}
+
+/// An [`Elicitor`] whose waits are counted on an [`AskClock`].
+pub(crate) struct Clocked {
+    pub(crate) inner: std::sync::Arc<dyn Elicitor>,
+    pub(crate) clock: std::sync::Arc<AskClock>,
+}
+
+/// Ends a wait on the clock, however the elicitation ends (dropped too).
+struct Waiting<'a>(&'a AskClock);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+impl Elicitor for Clocked {
+    fn elicit<'a>(
+        &'a self,
+        server: &'a str,
+        request: ElicitRequestParams,
+    ) -> BoxFuture<'a, ElicitResult> {
+        Box::pin(async move {
+            self.clock.begin();
+            let _waiting = Waiting(&self.clock);
+            self.inner.elicit(server, request).await
+        })
+    }
+
+    fn accepts_url(&self) -> bool {
+        self.inner.accepts_url()
+    }
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_counts_time_while_any_elicitation_waits() {
+        let clock = AskClock::default();
+        assert_eq!(clock.waited(), std::time::Duration::ZERO);
+        clock.begin();
+        clock.begin();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        clock.end();
+        let mid = clock.waited();
+        assert!(mid >= std::time::Duration::from_millis(30), "{mid:?}");
+        clock.end();
+        let done = clock.waited();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(clock.waited(), done, "no time counts once none waits");
+    }
+}

@@ -40,6 +40,9 @@ pub(crate) struct Handler {
     pub(crate) server: String,
     pub(crate) progress: ProgressSinks,
     pub(crate) elicitor: Arc<dyn Elicitor>,
+    /// How long this connection's elicitations have waited (`elicitor`
+    /// counts them on it).
+    pub(crate) asking: Arc<crate::elicit::AskClock>,
     pub(crate) client_info: Implementation,
     pub(crate) tools: Arc<ToolState>,
     pub(crate) max_pages: usize,
@@ -251,6 +254,7 @@ mod tests {
             server: "s".to_owned(),
             progress: Arc::default(),
             elicitor: Arc::new(crate::Decline),
+            asking: Arc::default(),
             client_info: Implementation::new("t", "0"),
             tools: Arc::new(ToolState::new(Arc::new(tokio::sync::watch::channel(0).0))),
             max_pages: 1,

@@ -47,11 +47,8 @@ impl Launch {
     /// What to start, and how its requests are authenticated.
     fn prepare(entry: &ServerEntry, env: &dyn Env, options: &StartOptions) -> (Launch, Auth) {
         match &entry.spec.transport {
-            Transport::Stdio(StdioSpec {
-                command,
-                args,
-                env: vars,
-            }) => {
+            Transport::Stdio(StdioSpec { env: vars, .. }) => {
+                let (command, args) = entry.launch_command(env).unwrap_or_default();
                 let own: BTreeMap<String, String> = vars
                     .iter()
                     .map(|(k, t)| (k.clone(), t.expand(env).value))
@@ -64,20 +61,14 @@ impl Launch {
                     &options.withheld,
                 );
                 env.extend(options.set_env.iter().map(|(k, v)| (k.into(), v.into())));
-                let command = environ::program(command, &env, std::env::var_os("PATH").as_deref());
-                (
-                    Launch::Stdio {
-                        command,
-                        args: args.clone(),
-                        env,
-                    },
-                    Auth::None,
-                )
+                let command = environ::program(&command, &env, std::env::var_os("PATH").as_deref());
+                (Launch::Stdio { command, args, env }, Auth::None)
             }
-            Transport::Http(HttpSpec { url, headers, auth }) => {
+            Transport::Http(HttpSpec { headers, auth, .. }) => {
+                let url = entry.launch_url(env).unwrap_or_default();
                 let exchange = match auth {
                     Some(AuthSpec::TokenExchange(spec)) => {
-                        Some(Arc::new(TokenExchange::new(&entry.name, url, spec, env)))
+                        Some(Arc::new(TokenExchange::new(&entry.name, &url, spec, env)))
                     }
                     _ => None,
                 };
@@ -118,7 +109,7 @@ impl Launch {
                     (None, None) => Auth::None,
                 };
                 let launch = Launch::Http {
-                    url: url.clone(),
+                    url,
                     headers,
                     source,
                     exchange,
@@ -170,10 +161,15 @@ impl Relaunch {
     /// A client handler that keeps its tools and progress sinks in `tools`
     /// and `progress` (the same ones across restarts).
     fn handler(&self, tools: Arc<ToolState>, progress: crate::handler::ProgressSinks) -> Handler {
+        let asking = Arc::new(crate::elicit::AskClock::default());
         Handler {
             server: self.entry.name.clone(),
             progress,
-            elicitor: self.options.elicitor.clone(),
+            elicitor: Arc::new(crate::elicit::Clocked {
+                inner: self.options.elicitor.clone(),
+                clock: asking.clone(),
+            }),
+            asking,
             client_info: Implementation::new(
                 self.options.client_name.clone(),
                 self.options.client_version.clone(),

@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use core_agent_mcp_config::{Config, Finding, Severity, Transport, diagnose};
+use core_agent_mcp_config::{Config, Finding, Severity, diagnose};
 use core_agent_mcp_policy::{estimate_tokens, preflight};
 use core_agent_mcp_transport::Status;
 use serde::Serialize;
@@ -177,7 +177,7 @@ pub async fn doctor(
             crate::setup::guard_secrets(&mut options.host.start, config);
             let env = config.dotenv.over_process();
             findings.extend(diagnose(config, &env, options.cloud));
-            findings.extend(commands_on_path(config));
+            findings.extend(commands_on_path(config, &env));
             for w in &config.warnings {
                 findings.push(Finding {
                     severity: Severity::Warning,
@@ -387,29 +387,31 @@ fn load_findings(e: &core_agent_mcp_config::Error) -> Vec<Finding> {
     }
 }
 
-/// stdio commands that cannot be found.
-fn commands_on_path(config: &Config) -> Vec<Finding> {
+/// stdio commands that cannot be found (with their placeholders expanded
+/// from `env`, where the file's dialect expands them).
+fn commands_on_path(config: &Config, env: &dyn core_agent_mcp_config::Env) -> Vec<Finding> {
     config
         .servers
         .iter()
-        .filter_map(|s| match &s.spec.transport {
-            Transport::Stdio(t) if !on_path(&t.command) => Some(Finding {
-                severity: Severity::Error,
-                check: "command-not-found",
-                server: Some(s.name.clone()),
-                field: Some(format!("{} command", s.source.display())),
-                message: format!(
-                    "`{}` is not an executable file{}",
-                    t.command,
-                    if t.command.contains('/') {
-                        ""
-                    } else {
-                        " on PATH"
-                    }
-                ),
-                fix: "install it, or write its full path in `command`".to_owned(),
-            }),
-            _ => None,
+        .filter_map(|s| {
+            let (command, _) = s.launch_command(env)?;
+            (!on_path(&command)).then_some((s, command))
+        })
+        .map(|(s, command)| Finding {
+            severity: Severity::Error,
+            check: "command-not-found",
+            server: Some(s.name.clone()),
+            field: Some(format!("{} command", s.source.display())),
+            message: format!(
+                "`{}` is not an executable file{}",
+                command,
+                if command.contains('/') {
+                    ""
+                } else {
+                    " on PATH"
+                }
+            ),
+            fix: "install it, or write its full path in `command`".to_owned(),
         })
         .collect()
 }

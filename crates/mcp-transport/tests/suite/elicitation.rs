@@ -127,3 +127,33 @@ async fn the_stock_elicitors_answer_as_documented() {
         assert_eq!(serde_json::to_value(&got).unwrap(), want, "{case}");
     }
 }
+
+/// Answers after `delay`, as a person filling in the form would.
+struct Slow(Duration);
+
+impl Elicitor for Slow {
+    fn elicit<'a>(
+        &'a self,
+        _server: &'a str,
+        _request: ElicitRequestParams,
+    ) -> BoxFuture<'a, ElicitResult> {
+        Box::pin(async move {
+            tokio::time::sleep(self.0).await;
+            ElicitResult::new(ElicitationAction::Decline)
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_call_timeout_stops_while_a_person_answers_a_form() {
+    // A 300 ms call, answered 900 ms into its form: the answer comes back.
+    let options = StartOptions::default().with_elicitor(Arc::new(Slow(Duration::from_millis(900))));
+    let servers = start(&[echo("asker", &[])], &options).await;
+    let server = servers.get("asker").unwrap();
+    let result = server
+        .call_tool("ask", JsonObject::new(), Duration::from_millis(300))
+        .await;
+    servers.shutdown().await;
+    let reply: Value = serde_json::from_str(&text(&result.unwrap())).unwrap();
+    assert_eq!(reply, json!({"action": "decline"}));
+}

@@ -27,7 +27,17 @@ pub(crate) fn run(
             return USAGE;
         }
     };
-    let Some(path) = paths.file(scope.scope()) else {
+    // A project with only `.mcp.json` gets the server there, in its dialect,
+    // not a second file beside it.
+    let path = match (scope.scope(), &paths.dot_mcp) {
+        (core_agent_mcp_config::Scope::Project, Some(dot))
+            if !paths.project.exists() && dot.is_file() =>
+        {
+            Some(dot.as_path())
+        }
+        (scope, _) => paths.file(scope),
+    };
+    let Some(path) = path else {
         errln!("core-agent: HOME is not set, so there is no user config; pass --user-config FILE");
         return USAGE;
     };
