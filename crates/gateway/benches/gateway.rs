@@ -459,14 +459,16 @@ fn calls(c: &mut Criterion) {
     )
     .unwrap();
     assert_eq!(rt.block_on(oauth.warm_up()), Ok(1));
-    // One token opens every session of the run (the 100-session group and
-    // those before it): past the default cap of 128 per token, the idle
-    // ones would be closed under it.
-    let http_options = HttpOptions::new(auth.clone())
+    // One token and one address open every session of the run (the
+    // 100-session group, each with its GET stream, and those before it):
+    // past the default caps of 128 per token and per address, they would be
+    // closed or refused, as `serve` does not on loopback either.
+    let mut http_options = HttpOptions::new(auth.clone())
         .with_oauth(Some(oauth.clone()))
         .with_rate_limits(rate_limits)
         .with_max_sessions(4096)
         .with_max_sessions_per_token(4096);
+    http_options.max_connections_per_address = http_options.max_connections;
     let server = rt.spawn({
         let gateway = gateway.clone();
         async move {

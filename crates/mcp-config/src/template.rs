@@ -78,6 +78,11 @@ impl Template {
                     None => (inner, None),
                 };
                 let name = spec.strip_prefix("env:").unwrap_or(spec);
+                if let Some(input) = spec.strip_prefix("input:") {
+                    return Err(format!(
+                        "`${{input:{input}}}` is VS Code's prompt for a value when the server starts; core-agent asks for nothing: write ${{NAME}} and set NAME in the environment or the project's .env"
+                    ));
+                }
                 if !is_var_name(name) {
                     return Err(format!(
                         "`${{{inner}}}` does not name a variable (letters, digits and `_`, not starting with a digit)"
@@ -190,6 +195,12 @@ mod tests {
             format!("{e:?}"),
             r#"Expanded { value: "***", interpolated: true }"#
         );
+    }
+
+    #[test]
+    fn vs_codes_input_placeholder_is_refused_by_name() {
+        let e = Template::parse("Bearer ${input:token}").unwrap_err();
+        assert!(e.contains("`${input:token}` is VS Code's prompt"), "{e}");
     }
 
     #[test]
