@@ -217,8 +217,7 @@ impl Lineage {
                 "this core-agent was started as an MCP server by a core-agent that reads the same \
                  project ({}): the configuration has an entry that starts core-agent again (through \
                  a wrapper such as `sh -c` or `npx`), which would repeat without end. Remove that \
-                 entry from the project's .mcp.json or .agents/mcp.json; `core-agent mcp list` run \
-                 there names the servers",
+                 entry from the project's .mcp.json or .agents/mcp.json",
                 own.identity()
             ));
         }
