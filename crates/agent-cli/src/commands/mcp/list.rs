@@ -11,7 +11,7 @@ pub(crate) async fn run(global: &Global, json: bool) -> u8 {
 }
 
 /// Exits 1 when servers were to start and none did (see
-/// [`crate::setup::none_started`]).
+/// `start_failure` in `setup.rs`).
 fn list(session: &Session, json: bool) -> u8 {
     let host = session.host();
     let level = session.trust_level();
