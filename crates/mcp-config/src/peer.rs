@@ -90,12 +90,7 @@ fn piece<'a>(inner: &'a str, whole: &'a str) -> Piece<'a> {
         None => (inner, None),
     };
     let name = spec.strip_prefix("env:").unwrap_or(spec);
-    let valid = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if valid {
+    if crate::template::is_var_name(name) {
         Piece::Var { name, default }
     } else {
         Piece::Foreign(whole)
@@ -269,12 +264,7 @@ fn expand(text: &str, env: &dyn Env, root: &Path) -> String {
         match p {
             Piece::Text(t) => out.push_str(t),
             Piece::Foreign(whole) => out.push_str(whole),
-            Piece::Var { name, default } => match (env.var(name), default) {
-                (Some(v), Some(d)) if v.is_empty() => out.push_str(d),
-                (Some(v), _) => out.push_str(&v),
-                (None, Some(d)) => out.push_str(d),
-                (None, None) => {}
-            },
+            Piece::Var { name, default } => crate::template::push_var(&mut out, env, name, default),
             Piece::Builtin(Builtin::WorkspaceFolder) => out.push_str(&root.to_string_lossy()),
             Piece::Builtin(Builtin::WorkspaceFolderBasename) => out.push_str(
                 &root

@@ -149,12 +149,7 @@ impl Template {
         for part in &self.parts {
             match part {
                 Part::Literal(text) => value.push_str(text),
-                Part::Var { name, default } => match (env.var(name), default) {
-                    (Some(v), Some(d)) if v.is_empty() => value.push_str(d),
-                    (Some(v), _) => value.push_str(&v),
-                    (None, Some(d)) => value.push_str(d),
-                    (None, None) => {}
-                },
+                Part::Var { name, default } => push_var(&mut value, env, name, default.as_deref()),
             }
         }
         Expanded {
@@ -164,7 +159,18 @@ impl Template {
     }
 }
 
-fn is_var_name(name: &str) -> bool {
+/// Appends `${name}` (or `${name:-default}`) as it expands from `env`: the
+/// variable, `default` when it is unset or empty, else nothing.
+pub(crate) fn push_var(out: &mut String, env: &dyn Env, name: &str, default: Option<&str>) {
+    match (env.var(name), default) {
+        (Some(v), Some(d)) if v.is_empty() => out.push_str(d),
+        (Some(v), _) => out.push_str(&v),
+        (None, Some(d)) => out.push_str(d),
+        (None, None) => {}
+    }
+}
+
+pub(crate) fn is_var_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
